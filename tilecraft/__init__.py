@@ -1,0 +1,12 @@
+"""tilecraft: a tile-level GPU kernel language and compiler, with a CPU interpreter.
+
+    import tilecraft
+    import tilecraft.language as T
+"""
+
+__version__ = "0.1.0"
+
+from tilecraft.diagnostics import TilecraftError  # noqa: E402
+from tilecraft.jit import JITKernel, compile, jit  # noqa: E402
+
+__all__ = ["JITKernel", "TilecraftError", "compile", "jit", "__version__"]

@@ -1,0 +1,7 @@
+"""Diagnostics: source spans, the error catalog and rendering with the user's line and a caret."""
+
+from .catalog import CATALOG, Diagnostic
+from .errors import TilecraftError, at_span, current_span
+from .span import UNKNOWN_SPAN, Span
+
+__all__ = ["CATALOG", "Diagnostic", "Span", "TilecraftError", "UNKNOWN_SPAN", "at_span", "current_span"]

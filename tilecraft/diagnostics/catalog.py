@@ -1,0 +1,77 @@
+"""The catalog of user-facing diagnostics: one code, one message template, one hint.
+
+Messages speak the user's words (buffers, tiles, lines), never the compiler's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    title: str
+    hint: str = ""
+
+
+_ENTRIES = [
+    # front end (TC1xx)
+    Diagnostic("TC101", "unknown name `T.{name}` in the tile language",
+               "see tilecraft.language for the names a kernel can use{suggest}"),
+    Diagnostic("TC102", "T.Kernel has {grid} grid dimension(s) but `as` binds {bound} name(s)",
+               "bind one name per grid dimension: `with T.Kernel(gx, gy, threads=128) as (bx, by):`"),
+    Diagnostic("TC103", "Python construct `{construct}` is not supported inside a kernel",
+               "{instead}"),
+    Diagnostic("TC104", "name `{name}` is not defined", "define it before the kernel or inside it"),
+    Diagnostic("TC105", "`{what}` can only be used inside a @T.prim_func kernel",
+               "call it in the body of a function decorated with @T.prim_func"),
+    Diagnostic("TC106", "cannot assign to `{name}`: it is a device value bound once",
+               "use `x = T.alloc_var(dtype)` for a scalar you update, or a new name"),
+    Diagnostic("TC107", "loop over `{what}` binds {bound} name(s) but it has {dims} dimension(s)",
+               "bind one name per dimension: `for i, j in T.Parallel(M, N):`"),
+    Diagnostic("TC108", "invalid argument: {detail}", "{hint}"),
+    Diagnostic("TC109", "device value used where Python needs a constant: {detail}",
+               "only Python constants can decide this at compile time{hint}"),
+    Diagnostic("TC110", "tile operation outside of `with T.Kernel(...)`",
+               "put tile operations inside the `with T.Kernel(...) as ...:` block"),
+    # shapes and types (TC2xx)
+    Diagnostic("TC201", "slice of `{buffer}` is out of bounds: {detail}",
+               "buffer `{buffer}` has shape {shape}"),
+    Diagnostic("TC202", "T.gemm operands do not fit: {detail}",
+               "A is [M, K] (or [K, M] with transpose_A), B is [K, N] (or [N, K] with "
+               "transpose_B), C is [M, N]"),
+    Diagnostic("TC203", "T.gemm dtypes do not fit: {detail}",
+               "A and B share one input dtype (float16, bfloat16, ...); C accumulates in "
+               "float32 or float16"),
+    Diagnostic("TC204", "T.copy between incompatible shapes: {src} {src_shape} -> {dst} {dst_shape}",
+               "after dropping size-1 dimensions both sides must have the same shape"),
+    Diagnostic("TC205", "indexing `{buffer}` with {got} indices, but it has {rank} dimension(s)",
+               "give one index (or slice) per dimension"),
+    Diagnostic("TC206", "T.{op}: {detail}", "{hint}"),
+    Diagnostic("TC207", "buffer `{buffer}` of scope `{scope}` cannot be used here: {detail}", "{hint}"),
+    Diagnostic("TC208", "slice extent of `{buffer}` is not a compile-time constant: {detail}",
+               "write slices as `A[i * b:(i + 1) * b]` so the extent is a constant"),
+    # call time (TC3xx)
+    Diagnostic("TC301", "kernel `{kernel}` takes {expected} argument(s), got {got}",
+               "pass one tensor per parameter{out_hint}"),
+    Diagnostic("TC302", "argument `{param}` has shape {got}, expected {expected}", "{hint}"),
+    Diagnostic("TC303", "argument `{param}` has dtype {got}, expected {expected}",
+               "convert it with `.to({torch_dtype})`"),
+    Diagnostic("TC304", "argument `{param}` is on {got}, expected {expected}", "{hint}"),
+    Diagnostic("TC305", "dynamic dimension `{dim}` is {first} in one argument and {second} in `{param}`",
+               "all uses of one T.dynamic dimension must agree"),
+    Diagnostic("TC306", "argument `{param}` is not contiguous", "pass `x.contiguous()`"),
+    # interpreter (TC4xx)
+    Diagnostic("TC401", "index out of bounds in `{buffer}`: {detail}", "buffer shape is {shape}"),
+    Diagnostic("TC402", "device assertion failed: {detail}", ""),
+    Diagnostic("TC403", "not supported by the interpreter yet: {detail}", "{hint}"),
+    # compiler (TC5xx)
+    Diagnostic("TC501", "layout conflict on `{buffer}`: {detail}", "{hint}"),
+    Diagnostic("TC502", "not supported by the CUDA backend yet: {detail}", "{hint}"),
+    Diagnostic("TC503", "kernel needs {need} bytes of shared memory; {target} allows {limit}",
+               "use smaller tiles or fewer pipeline stages"),
+    Diagnostic("TC504", "{detail}", "{hint}"),
+]
+
+CATALOG: dict[str, Diagnostic] = {d.code: d for d in _ENTRIES}

@@ -1,0 +1,178 @@
+"""Expression evaluation on numpy values (0-d for scalar code, broadcast arrays in T.Parallel)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tilecraft import dtypes as dt
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Compare, Const, Expr, Not, Select,
+                          Var)
+
+from .values import np_type, store_cast
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+_UNARY = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "erf": _erf, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
+}
+
+
+def _compute_type(t: dt.DataType) -> np.dtype:
+    """Arithmetic happens in the IR dtype; sub-byte and 8-bit floats compute in float32."""
+    if t.is_float and (not t.is_standard or t.bits <= 8):
+        return np.dtype(np.float32)
+    return np_type(t)
+
+
+class Evaluator:
+    def __init__(self, machine):
+        self.m = machine
+        self.lenient = 0  # >0 inside if_then_else: out-of-range loads read 0 (the branch is unused)
+
+    def scalar(self, e):
+        v = self.eval(e) if isinstance(e, Expr) else e
+        if np.ndim(v) != 0:
+            raise TilecraftError("TC108", detail=f"`{e}` varies per element here", hint="")
+        return v.item() if hasattr(v, "item") else v
+
+    def eval(self, e: Expr):
+        if isinstance(e, Const):
+            if e.dtype.is_float and not e.dtype.is_standard:
+                return np.float32(e.value)
+            return np.asarray(e.value, dtype=_compute_type(e.dtype))[()]
+        if isinstance(e, Var):
+            try:
+                v = self.m.env[e]
+            except KeyError:
+                raise TilecraftError("TC403", detail=f"variable `{e.name}` has no value here",
+                                     hint="") from None
+            if type(v).__name__ == "_ThreadVar":
+                raise TilecraftError("TC403", detail="thread indices (T.get_thread_binding)",
+                                     hint="write the computation with T.Parallel and tile ops")
+            return v
+        if isinstance(e, BinOp):
+            return self.binop(e)
+        if isinstance(e, Compare):
+            a, b = self.eval(e.a), self.eval(e.b)
+            return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+                    "==": np.equal, "!=": np.not_equal}[e.op](a, b)
+        if isinstance(e, Not):
+            return np.logical_not(self.eval(e.a))
+        if isinstance(e, Select):
+            c = self.eval(e.cond)
+            self.lenient += 1
+            try:
+                a, b = self.eval(e.a), self.eval(e.b)
+            finally:
+                self.lenient -= 1
+            return np.where(c, a, b).astype(_compute_type(e.dtype))
+        if isinstance(e, Cast):
+            v = self.eval(e.value)
+            return store_cast(e.dtype, v).astype(_compute_type(e.dtype))
+        if isinstance(e, Call):
+            return self.call(e)
+        if isinstance(e, BufferLoad):
+            return self.load(e)
+        raise TilecraftError("TC403", detail=type(e).__name__, hint="")
+
+    def binop(self, e: BinOp):
+        a, b = self.eval(e.a), self.eval(e.b)
+        t = _compute_type(e.dtype)
+        op = e.op
+        if op in ("and", "or"):
+            return (np.logical_and if op == "and" else np.logical_or)(a, b)
+        a, b = np.asarray(a).astype(t, copy=False), np.asarray(b).astype(t, copy=False)
+        with np.errstate(all="ignore"):
+            if op == "+":
+                r = a + b
+            elif op == "-":
+                r = a - b
+            elif op == "*":
+                r = a * b
+            elif op == "/":
+                r = a / b if e.dtype.is_float else np.trunc(np.true_divide(a, b)).astype(t)
+            elif op == "//":
+                r = np.floor_divide(a, b)
+            elif op == "%":
+                r = np.mod(a, b)
+            elif op == "min":
+                r = np.minimum(a, b)
+            elif op == "max":
+                r = np.maximum(a, b)
+            else:
+                r = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
+                     "<<": np.left_shift, ">>": np.right_shift}[op](a, b)
+        r = np.asarray(r)
+        if e.dtype.is_float and not e.dtype.is_standard:
+            r = store_cast(e.dtype, r)
+        return r.astype(t, copy=False)[()] if r.ndim == 0 else r.astype(t, copy=False)
+
+    def call(self, e: Call):
+        args = [self.eval(a) for a in e.args]
+        t = _compute_type(e.dtype)
+        if e.op == "abs":
+            return np.abs(args[0])
+        if e.op == "pow":
+            with np.errstate(all="ignore"):
+                r = np.power(np.asarray(args[0], np.float32), np.asarray(args[1], np.float32))
+            return store_cast(e.dtype, r).astype(t)
+        fn = _UNARY.get(e.op)
+        if fn is None:
+            raise TilecraftError("TC403", detail=f"call to `{e.op}`",
+                                 hint="extern calls run only on the GPU")
+        with np.errstate(all="ignore"):
+            r = fn(np.asarray(args[0], dtype=np.float32))
+        return np.asarray(store_cast(e.dtype, r)).astype(t)
+
+    def load(self, e: BufferLoad):
+        buf = e.buffer
+        arr = self.m.buffers.get(buf)
+        if arr is None:
+            raise TilecraftError("TC403", detail=f"buffer `{buf.name}` used before allocation",
+                                 hint="")
+        idx = [self.eval(i) for i in e.indices]
+        if all(np.ndim(i) == 0 for i in idx):
+            ix = tuple(int(i) for i in idx)
+            if self.lenient and not _inside(ix, arr.shape):
+                return np.zeros((), arr.dtype)[()].astype(_compute_type(buf.dtype))
+            self.check_bounds(buf, ix)
+            v = arr[ix]
+        else:
+            idx = np.broadcast_arrays(*idx)
+            if self.lenient:
+                ok = np.ones(idx[0].shape, bool)
+                for i, n in zip(idx, arr.shape):
+                    ok &= (i >= 0) & (i < n)
+                clipped = tuple(np.clip(i, 0, n - 1) for i, n in zip(idx, arr.shape))
+                v = np.where(ok, arr[clipped], np.zeros((), arr.dtype))
+            else:
+                mask = self.m.mask
+                if mask is not None:
+                    *idx, active = np.broadcast_arrays(*idx, mask)
+                    self.check_bounds(buf, tuple(i[active] for i in idx))
+                else:
+                    self.check_bounds(buf, tuple(idx))
+                clipped = tuple(np.clip(i, 0, n - 1) for i, n in zip(idx, arr.shape))
+                v = arr[clipped]
+        return np.asarray(v).astype(_compute_type(buf.dtype), copy=False)[()] if np.ndim(v) == 0 \
+            else np.asarray(v).astype(_compute_type(buf.dtype), copy=False)
+
+    def check_bounds(self, buf: Buffer, idx) -> None:
+        arr = self.m.buffers[buf]
+        for d, (i, n) in enumerate(zip(idx, arr.shape)):
+            i = np.asarray(i)
+            if i.size and (i.min() < 0 or i.max() >= n):
+                bad = int(i.min()) if i.min() < 0 else int(i.max())
+                raise TilecraftError("TC401", buffer=buf.name, shape=list(arr.shape),
+                                     detail=f"index {bad} in dimension {d} (size {n}) at block "
+                                     f"{self.m.block_index}")
+
+
+def _inside(ix, shape) -> bool:
+    return all(0 <= i < n for i, n in zip(ix, shape))

@@ -1,0 +1,188 @@
+"""The interpreter's machine: runs a PrimFunc's statements on numpy arrays.
+
+Grid blocks run one after another. Inside a block, scalar code runs in Python; a `T.Parallel`
+nest runs all its iterations at once: each loop variable is an index array along its own
+axis, every expression broadcasts over them, and stores scatter (masked by enclosing `if`s).
+Tile ops run as whole-array numpy operations (see interp/ops/).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tilecraft.diagnostics import TilecraftError, at_span
+from tilecraft.ir import (Allocate, Break, Buffer, BufferStore, Evaluate, For, If, KernelLaunch,
+                          LetStmt, ParallelLoop, PrimFunc, SeqStmt, Stmt, TileOp, Var, While)
+
+from .evaluate import Evaluator
+from .values import np_type, store_cast
+
+
+class _BreakLoop(Exception):
+    pass
+
+
+@dataclass
+class Machine:
+    func: PrimFunc
+    buffers: dict[Buffer, np.ndarray]
+    scalars: dict[Var, object]
+    env: dict[Var, object] = field(default_factory=dict)
+    mask: np.ndarray | None = None
+    par_axes: int = 0
+    block_index: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        self.ev = Evaluator(self)
+
+    # ---- entry -------------------------------------------------------------------------
+    def run(self) -> None:
+        self.env.update(self.scalars)
+        self.exec(self.func.body)
+
+    def exec(self, s: Stmt) -> None:
+        if isinstance(s, SeqStmt):
+            for c in s.stmts:
+                self.exec(c)
+            return
+        with at_span(s.span):
+            handler = _HANDLERS.get(type(s))
+            if handler is not None:
+                handler(self, s)
+            elif isinstance(s, TileOp):
+                self.tile_op(s)
+            else:
+                raise TilecraftError("TC403", detail=type(s).__name__, hint="")
+
+    # ---- statements --------------------------------------------------------------------
+    def kernel(self, s: KernelLaunch) -> None:
+        grid = [int(self.ev.scalar(g)) for g in s.grid]
+        for idx in itertools.product(*(range(g) for g in reversed(grid))):
+            idx = tuple(reversed(idx))
+            saved = dict(self.env)
+            self.block_index = idx
+            for v, i in zip(s.block_vars, idx):
+                self.env[v] = np.int32(i)
+            for v in s.thread_vars:
+                self.env[v] = _ThreadVar(v)
+            self.exec(s.body)
+            self.env = saved
+
+    def allocate(self, s: Allocate) -> None:
+        b = s.buffer
+        shape = tuple(int(self.ev.scalar(d)) for d in b.shape)
+        arr = np.zeros(shape, dtype=np_type(b.dtype))
+        if b.dtype.is_float:
+            arr[...] = np.nan  # uninitialized registers/shared memory: reading them shows
+        self.buffers[b] = arr
+
+    def let(self, s: LetStmt) -> None:
+        self.env[s.var] = self.ev.eval(s.value)
+
+    def store(self, s: BufferStore) -> None:
+        arr = self.buffers[s.buffer]
+        value = self.ev.eval(s.value)
+        idx = [self.ev.eval(i) for i in s.indices]
+        if self.par_axes == 0 and all(np.ndim(i) == 0 for i in idx):
+            ix = tuple(int(i) for i in idx)
+            self.ev.check_bounds(s.buffer, ix)
+            arr[ix] = store_cast(s.buffer.dtype, value)
+            return
+        arrays = np.broadcast_arrays(*idx, np.asarray(value),
+                                     *([self.mask] if self.mask is not None else []))
+        idx_b, val_b = arrays[: len(idx)], arrays[len(idx)]
+        sel = arrays[-1] if self.mask is not None else np.ones(val_b.shape, bool)
+        flat_idx = tuple(np.asarray(i)[sel].astype(np.int64) for i in idx_b)
+        self.ev.check_bounds(s.buffer, flat_idx)
+        arr[flat_idx] = store_cast(s.buffer.dtype, val_b[sel])
+
+    def evaluate(self, s: Evaluate) -> None:
+        self.ev.eval(s.value)
+
+    def loop(self, s: For) -> None:
+        start = self.ev.scalar(s.start)
+        extent = self.ev.scalar(s.extent)
+        try:
+            for k in range(int(start), int(start) + int(extent)):
+                self.env[s.var] = np.int32(k)
+                try:
+                    self.exec(s.body)
+                except _BreakLoop:
+                    break
+        finally:
+            self.env.pop(s.var, None)
+
+    def parallel(self, s: ParallelLoop) -> None:
+        extents = [int(self.ev.scalar(e)) for e in s.extents]
+        base, n = self.par_axes, len(extents)
+        for k, (v, e) in enumerate(zip(s.vars, extents)):
+            shape = [1] * (base + n)
+            shape[base + k] = e
+            self.env[v] = np.arange(e, dtype=np.int32).reshape(shape)
+        saved_mask = self.mask
+        self.par_axes = base + n
+        try:
+            self.exec(s.body)
+        finally:
+            self.par_axes, self.mask = base, saved_mask
+
+    def branch(self, s: If) -> None:
+        cond = self.ev.eval(s.cond)
+        if np.ndim(cond) == 0 and self.mask is None:
+            body = s.then_body if bool(cond) else s.else_body
+            if body is not None:
+                self.exec(body)
+            return
+        cond = np.asarray(cond, dtype=bool)
+        saved = self.mask
+        outer = saved if saved is not None else np.True_
+        try:
+            self.mask = outer & cond
+            self.exec(s.then_body)
+            if s.else_body is not None:
+                self.mask = outer & ~cond
+                self.exec(s.else_body)
+        finally:
+            self.mask = saved
+
+    def while_(self, s: While) -> None:
+        while True:
+            c = self.ev.eval(s.cond)
+            if np.ndim(c) != 0:
+                raise TilecraftError("TC403", detail="`while` on a per-element condition",
+                                     hint="use a serial loop with an if")
+            if not bool(c):
+                return
+            try:
+                self.exec(s.body)
+            except _BreakLoop:
+                return
+
+    def brk(self, s: Break) -> None:
+        if self.mask is not None:
+            raise TilecraftError("TC403", detail="break under a per-element condition", hint="")
+        raise _BreakLoop()
+
+    def tile_op(self, s: TileOp) -> None:
+        from .ops import run_tile_op
+
+        if self.mask is not None or self.par_axes:
+            raise TilecraftError("TC108", detail=f"T.{s.op_name} inside T.Parallel or a "
+                                 "per-element `if`", hint="tile operations run on whole tiles; "
+                                 "move it out of the element-wise loop")
+        run_tile_op(self, s)
+
+
+class _ThreadVar:
+    def __init__(self, var: Var):
+        self.var = var
+
+
+_HANDLERS = {
+    KernelLaunch: Machine.kernel, Allocate: Machine.allocate, LetStmt: Machine.let,
+    BufferStore: Machine.store, Evaluate: Machine.evaluate, For: Machine.loop,
+    ParallelLoop: Machine.parallel, If: Machine.branch, While: Machine.while_, Break: Machine.brk,
+}

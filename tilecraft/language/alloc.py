@@ -1,0 +1,45 @@
+"""Buffer allocation at each memory scope. Names come from the assignment target."""
+
+from __future__ import annotations
+
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.frontend.builder import in_kernel
+from tilecraft.ir import Allocate, Buffer, BufferStore, Const, cast
+
+
+def _alloc(shape, dtype, scope: str, what: str) -> Buffer:
+    b = in_kernel(what)
+    if isinstance(shape, list):
+        shape = tuple(shape)
+    name = b.unique_name(b.pending_name or scope)
+    buf = Buffer.create(name, shape, dtype, scope)
+    b.emit(Allocate(buf))
+    return buf
+
+
+def alloc_shared(shape, dtype="float16", scope: str = "shared.dyn") -> Buffer:
+    """A tile in shared memory, visible to every thread of the block."""
+    return _alloc(shape, dtype, "shared", "T.alloc_shared")
+
+
+def alloc_fragment(shape, dtype="float32") -> Buffer:
+    """A tile in registers, spread over the block's threads (the layout is inferred)."""
+    return _alloc(shape, dtype, "fragment", "T.alloc_fragment")
+
+
+def alloc_local(shape, dtype="float32") -> Buffer:
+    """A small per-thread array in registers."""
+    return _alloc(shape, dtype, "local", "T.alloc_local")
+
+
+def alloc_var(dtype="int32", init=None) -> Buffer:
+    """A mutable scalar: `x = T.alloc_var("int32")`, then `x = x + 1` updates it."""
+    buf = _alloc((1,), dtype, "var", "T.alloc_var")
+    if init is not None:
+        in_kernel("T.alloc_var").emit(BufferStore(buf, (Const.create(0),), cast(buf.dtype, init)))
+    return buf
+
+
+def alloc_global(shape, dtype="float32") -> Buffer:
+    raise TilecraftError("TC103", construct="T.alloc_global",
+                         instead="pass scratch tensors as kernel parameters")
