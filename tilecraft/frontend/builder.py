@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from tilecraft.diagnostics import TilecraftError
+from tilecraft.diagnostics import TilecraftError, current_span
 from tilecraft.ir import KernelLaunch, SeqStmt, Stmt
 from tilecraft.ir.expr import Var
 
@@ -27,6 +28,9 @@ class Builder:
     pending_name: str | None = None
 
     def emit(self, stmt: Stmt) -> None:
+        """Append `stmt` to the innermost block, stamped with the current user line."""
+        if getattr(stmt, "span", "") is None:
+            stmt = dataclasses.replace(stmt, span=current_span())
         self.frames[-1].append(stmt)
 
     @contextlib.contextmanager

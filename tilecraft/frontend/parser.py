@@ -135,7 +135,7 @@ class KernelParser:
         if arg.annotation is None:
             raise TilecraftError("TC108", detail=f"parameter `{arg.arg}` has no annotation",
                                  hint="annotate it: `A: T.Tensor((M, K), 'float16')`")
-        ann = self.eval(arg.annotation)
+        ann = self.annotation(arg)
         if isinstance(ann, TensorSpec):
             for d in ann.shape:
                 if isinstance(d, Var):
@@ -150,6 +150,15 @@ class KernelParser:
                                  "a scalar dtype", hint="use T.Tensor(shape, dtype) or T.int32")
         self.bind(arg.arg, var)
         return var
+
+    def annotation(self, arg: ast.arg):
+        """The parameter's annotation as Python evaluated it at `def` time: names used only in
+        annotations (`shape = (B, S, H, D)`; `Q: T.Tensor(shape, dtype)`) are not in the kernel's
+        closure. Under `from __future__ import annotations` it is a string: evaluate the AST."""
+        ann = getattr(self.fn, "__annotations__", {}).get(arg.arg)
+        if ann is None or type(ann) is str:
+            ann = self.eval(arg.annotation)
+        return ann
 
     # ---- statements --------------------------------------------------------------------
     def block(self, stmts: list[ast.stmt], new_scope: bool = True):

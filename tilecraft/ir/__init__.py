@@ -17,3 +17,8 @@ __all__ = [
     "Reduce", "Select", "SeqStmt", "Stmt", "TileOp", "UseSwizzle", "Var", "While", "as_expr",
     "cast", "const_int", "const_value", "index_buffer",
 ]
+
+from .ftg import FTG, FTGEdge, FTGNode, build_ftg  # noqa: E402
+from .verifier import verify  # noqa: E402
+
+__all__ += ["FTG", "FTGEdge", "FTGNode", "build_ftg", "verify"]

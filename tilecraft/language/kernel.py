@@ -93,8 +93,5 @@ class DTypeHandle(str):
         return cast(str(self), value)
 
 
-_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "bool": "bool"}
-
-
 def _handle(name: str) -> DTypeHandle:
-    return DTypeHandle(dt.resolve(_ALIASES.get(name, name)).name)
+    return DTypeHandle(dt.resolve(name).name)
