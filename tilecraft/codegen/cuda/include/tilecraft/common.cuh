@@ -1,0 +1,90 @@
+// tilecraft device header library: common types, macros and conversions.
+// Included by every generated kernel. Needs only NVRTC plus cuda_fp16.h / cuda_bf16.h
+// (and cuda_fp8.h unless TC_NO_FP8 is defined) from the nvidia-cuda-runtime pip package.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#ifndef TC_NO_FP8
+#include <cuda_fp8.h>
+#endif
+
+#define TC_DEVICE __device__ __forceinline__
+#define TC_HOST_DEVICE __host__ __device__ __forceinline__
+
+namespace tc {
+
+typedef signed char i8;
+typedef unsigned char u8;
+typedef short i16;
+typedef unsigned short u16;
+typedef int i32;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+typedef __half f16;
+typedef __half2 f16x2;
+typedef __nv_bfloat16 bf16;
+typedef __nv_bfloat162 bf16x2;
+
+static_assert(sizeof(u32) == 4 && sizeof(u64) == 8, "unexpected integer sizes");
+
+template <class T>
+TC_HOST_DEVICE constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
+
+// Reinterpret the bits of `x` as type To (same size), without undefined behaviour.
+template <class To, class From>
+TC_DEVICE To bit_cast(const From& x) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast needs equal sizes");
+  union { From f; To t; } u;
+  u.f = x;
+  return u.t;
+}
+
+// 32-bit shared-memory address of a generic pointer into shared memory (for PTX operands).
+TC_DEVICE u32 smem_addr(const void* ptr) {
+  u32 addr;
+  asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }\n"
+               : "=r"(addr) : "l"(ptr));
+  return addr;
+}
+
+// Two floats -> packed f16x2 / bf16x2 in one register (lo in the low 16 bits), round to nearest.
+TC_DEVICE u32 pack_half2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+TC_DEVICE u32 pack_bfloat2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+TC_DEVICE float2 unpack_half2(u32 v) { return __half22float2(bit_cast<__half2>(v)); }
+TC_DEVICE float2 unpack_bfloat2(u32 v) { return __bfloat1622float2(bit_cast<__nv_bfloat162>(v)); }
+
+// Scalar conversions used by generated code: tc::cast<To>(x).
+template <class To, class From>
+struct Cast { TC_DEVICE static To run(From x) { return static_cast<To>(x); } };
+template <> struct Cast<__half, float> {
+  TC_DEVICE static __half run(float x) { return __float2half_rn(x); }
+};
+template <> struct Cast<float, __half> {
+  TC_DEVICE static float run(__half x) { return __half2float(x); }
+};
+template <> struct Cast<__nv_bfloat16, float> {
+  TC_DEVICE static __nv_bfloat16 run(float x) { return __float2bfloat16_rn(x); }
+};
+template <> struct Cast<float, __nv_bfloat16> {
+  TC_DEVICE static float run(__nv_bfloat16 x) { return __bfloat162float(x); }
+};
+template <class To, class From>
+TC_DEVICE To cast(From x) { return Cast<To, From>::run(x); }
+
+// Load/store 16 bytes (vectorized global or shared access); pointers must be 16-byte aligned.
+TC_DEVICE uint4 load_128(const void* p) { return *reinterpret_cast<const uint4*>(p); }
+TC_DEVICE void store_128(void* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
+
+}  // namespace tc

@@ -1,0 +1,41 @@
+// Barriers and fences. Named barriers synchronise a subset of the block (e.g. one warpgroup):
+// `nthreads` must be a multiple of 32 and every participating warp must use the same id.
+// Id 0 is the barrier __syncthreads() uses.
+#pragma once
+#include "tilecraft/common.cuh"
+
+namespace tc {
+
+TC_DEVICE void sync_threads() { __syncthreads(); }
+TC_DEVICE void sync_warp(unsigned mask = 0xffffffffu) { __syncwarp(mask); }
+
+TC_DEVICE void named_barrier_sync(int id, int nthreads) {
+  asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(nthreads) : "memory");
+}
+// Signal arrival without waiting (producer side of a producer/consumer pair).
+TC_DEVICE void named_barrier_arrive(int id, int nthreads) {
+  asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(nthreads) : "memory");
+}
+
+TC_DEVICE void fence_block() { __threadfence_block(); }
+TC_DEVICE void fence_device() { __threadfence(); }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TC_HAS_CLUSTER 1
+// Make ordinary shared-memory writes visible to the async proxy (TMA, wgmma) of this CTA.
+TC_DEVICE void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Barrier over all threads of all CTAs in the cluster.
+TC_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
+               ::: "memory");
+}
+TC_DEVICE u32 cluster_ctarank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+#endif
+
+}  // namespace tc

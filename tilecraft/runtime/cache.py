@@ -1,0 +1,152 @@
+"""Compiled-kernel cache: an in-memory dict in front of a directory of cubins.
+
+Key: sha256 over the CUDA source, the target arch, the compile options, the NVRTC version, the
+tilecraft version and a hash of tilecraft's device header library (so editing a .cuh file
+invalidates what was built against it). Directory: `$TILECRAFT_CACHE_DIR`, default
+`~/.cache/tilecraft`; entries live in `<dir>/cubin/<key[:2]>/<key>.cubin` with a `<key>.json`
+beside it (entry name, arch, options, NVRTC version, log, resources). Both files are written to a
+temporary name and renamed into place, the JSON last, so a reader never sees half an entry and
+concurrent writers of one key are harmless (same bytes).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import TILECRAFT_INCLUDE_DIR
+from .resources import Resources
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    cubin: bytes
+    resources: Resources
+    log: str
+    meta: dict
+
+
+def cache_dir() -> Path:
+    """The disk cache directory: `$TILECRAFT_CACHE_DIR` or `~/.cache/tilecraft`."""
+    env = os.environ.get("TILECRAFT_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "tilecraft"
+
+
+@functools.lru_cache(maxsize=1)
+def tilecraft_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("tilecraft")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return "0+unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def header_library_hash() -> str:
+    """sha256 over every file of tilecraft's device header library (path and contents)."""
+    h = hashlib.sha256()
+    for path in sorted(TILECRAFT_INCLUDE_DIR.rglob("*")):
+        if path.is_file():
+            h.update(str(path.relative_to(TILECRAFT_INCLUDE_DIR)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(source: str, arch: str, options: Iterable[str], compiler_version: str) -> str:
+    """The cache key of one compile (see the module docstring for what goes in)."""
+    h = hashlib.sha256()
+    for part in (
+        source,
+        arch,
+        "\0".join(options),
+        compiler_version,
+        tilecraft_version(),
+        header_library_hash(),
+    ):
+        h.update(part.encode())
+        h.update(b"\xff")
+    return h.hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class KernelCache:
+    """A directory of compiled kernels with an in-memory dict in front."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self._memory: dict[str, CacheEntry] = {}
+        self._lock = threading.Lock()
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        base = self.directory / "cubin" / key[:2] / key
+        return base.with_suffix(".cubin"), base.with_suffix(".json")
+
+    def get(self, key: str) -> CacheEntry | None:
+        """The entry stored under `key`, from memory or disk; None when absent or unreadable."""
+        with self._lock:
+            hit = self._memory.get(key)
+        if hit is not None:
+            return hit
+        cubin_path, json_path = self._paths(key)
+        try:
+            meta = json.loads(json_path.read_text())
+            entry = CacheEntry(
+                cubin=cubin_path.read_bytes(),
+                resources=Resources.from_json(meta.pop("resources")),
+                log=meta.pop("log", ""),
+                meta=meta,
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        with self._lock:
+            self._memory[key] = entry
+        return entry
+
+    def put(self, key: str, entry: CacheEntry) -> None:
+        """Store `entry` in memory and on disk (disk errors are ignored: the cache is optional)."""
+        with self._lock:
+            self._memory[key] = entry
+        cubin_path, json_path = self._paths(key)
+        meta = dict(entry.meta, resources=entry.resources.to_json(), log=entry.log)
+        try:
+            _atomic_write(cubin_path, entry.cubin)
+            _atomic_write(json_path, json.dumps(meta, indent=1).encode())
+        except OSError:
+            pass
+
+    def clear_memory(self) -> None:
+        """Forget the in-memory entries (the disk stays); used by tests and long sessions."""
+        with self._lock:
+            self._memory.clear()
+
+
+_caches: dict[Path, KernelCache] = {}
+_caches_lock = threading.Lock()
+
+
+def default_cache() -> KernelCache:
+    """The cache for the current `$TILECRAFT_CACHE_DIR` (one object per directory)."""
+    directory = cache_dir()
+    with _caches_lock:
+        if directory not in _caches:
+            _caches[directory] = KernelCache(directory)
+        return _caches[directory]

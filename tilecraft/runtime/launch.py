@@ -1,0 +1,117 @@
+"""The launch path: a prebuilt parameter block and cuLaunchKernelEx on torch's current stream.
+
+`ParamBlock` allocates, once per kernel, one ctypes slot per parameter (c_void_p for pointers,
+c_int32/c_int64/c_float/... for scalars) and the `void*[]` array of their addresses that
+cuLaunchKernelEx reads. A launch writes the new values into the slots and passes the array's
+address; the driver copies the values at launch time, so the block is reused immediately.
+The `CUlaunchConfig` (with the cluster attribute, when there is one) is also built once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from .driver import check, driver_module, ensure_context
+from .module import LoadedKernel
+
+_CTYPES: dict[str, type] = {
+    "pointer": ctypes.c_void_p,
+    "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64,
+    "uint32": ctypes.c_uint32,
+    "uint64": ctypes.c_uint64,
+    "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
+}
+
+
+class ParamBlock:
+    """ctypes storage for a kernel's parameters plus the `void*` array pointing at each."""
+
+    def __init__(self, kinds: Sequence[str]):
+        self.kinds = tuple(kinds)
+        self._slots = [_CTYPES[k]() for k in self.kinds]
+        self._array = (ctypes.c_void_p * max(1, len(self._slots)))(
+            *[ctypes.addressof(s) for s in self._slots]
+        )
+        self.address: int = ctypes.addressof(self._array) if self._slots else 0
+
+    def fill(self, values: Sequence[int | float]) -> None:
+        for slot, v in zip(self._slots, values):
+            slot.value = v
+
+    def values(self) -> list[int | float]:
+        return [s.value or 0 for s in self._slots]
+
+
+class Launcher:
+    """Launches one LoadedKernel with fixed block and cluster dims; thread-safe."""
+
+    def __init__(
+        self,
+        kernel: LoadedKernel,
+        kinds: Sequence[str],
+        block: tuple[int, int, int],
+        cluster: tuple[int, int, int] | None = None,
+    ):
+        self.kernel = kernel
+        self.params = ParamBlock(kinds)
+        self.block = block
+        self.cluster = cluster
+        self._config: Any = None
+        self._streams: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def _make_config(self) -> Any:
+        drv = driver_module()
+        config = drv.CUlaunchConfig()
+        config.blockDimX, config.blockDimY, config.blockDimZ = self.block
+        if self.cluster is not None:
+            attr = drv.CUlaunchAttribute()
+            attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster
+            config.attrs = [attr]
+            config.numAttrs = 1
+        else:
+            config.numAttrs = 0
+        return config
+
+    def _stream(self, handle: int) -> Any:
+        s = self._streams.get(handle)
+        if s is None:
+            s = self._streams[handle] = driver_module().CUstream(handle)
+        return s
+
+    def launch(
+        self,
+        values: Sequence[int | float],
+        grid: tuple[int, int, int],
+        smem: int,
+        device: int,
+        stream: int,
+    ) -> None:
+        """Launch on `device` and the stream with raw handle `stream` (0: the legacy default)."""
+        if self.cluster is not None:
+            for g, c, axis in zip(grid, self.cluster, "xyz"):
+                if g % c:
+                    raise ValueError(f"grid.{axis}={g} is not a multiple of cluster.{axis}={c}")
+        if 0 in grid:
+            return  # an empty grid launches nothing (the driver would reject it)
+        function = self.kernel.function(device, smem)
+        ensure_context(device)
+        drv = driver_module()
+        with self._lock:
+            if self._config is None:
+                self._config = self._make_config()
+            config = self._config
+            config.gridDimX, config.gridDimY, config.gridDimZ = grid
+            config.sharedMemBytes = smem
+            config.hStream = self._stream(stream)
+            self.params.fill(values)
+            check(
+                drv.cuLaunchKernelEx(config, function, self.params.address, 0),
+                f"cuLaunchKernelEx({self.kernel.name})",
+            )

@@ -1,0 +1,158 @@
+"""What a code generator tells the runtime about a kernel's parameters and launch.
+
+A kernel's parameter list is a tuple of `TensorParam` and `ScalarParam`, in the order of the CUDA
+entry function's parameters. Tensor shapes and strides mix static ints with names of dynamic
+dimensions (`"m"`); the runtime binds each name from the first tensor that uses it and checks every
+other use agrees. A `ScalarParam` with `dim="m"` is filled with that bound value (the caller does
+not pass it); a `ScalarParam` without `dim` is passed by the caller.
+
+`LaunchSpec` gives grid, block, dynamic shared memory and cluster dims. A grid entry is an int or a
+callable taking the bound dims (a `dict[str, int]`) and returning an int, e.g.
+`lambda d: (d["m"] + 127) // 128`.
+
+Example (C[m, 256] = A[m, 64] @ B[64, 256], m dynamic, passed to the kernel as an int32):
+```
+params = (TensorParam("A", "float16", ("m", 64)), TensorParam("B", "float16", (64, 256)),
+          TensorParam("C", "float16", ("m", 256)), ScalarParam("m", "int32", dim="m"))
+launch = LaunchSpec(grid=(2, lambda d: (d["m"] + 127) // 128), block=(128,), smem=32768)
+```
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+Dim = int | str
+GridEntry = int | Callable[[Mapping[str, int]], int]
+
+#: dtype names accepted in a TensorParam -> torch dtype attribute names.
+_TORCH_NAMES: dict[str, str] = {
+    "float64": "float64",
+    "float32": "float32",
+    "float": "float32",
+    "float16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "float8_e4m3": "float8_e4m3fn",
+    "float8_e4m3fn": "float8_e4m3fn",
+    "float8_e5m2": "float8_e5m2",
+    "int64": "int64",
+    "int32": "int32",
+    "int16": "int16",
+    "int8": "int8",
+    "uint8": "uint8",
+    "uint16": "uint16",
+    "uint32": "uint32",
+    "uint64": "uint64",
+    "bool": "bool",
+}
+
+SCALAR_KINDS: tuple[str, ...] = ("int32", "int64", "float32", "float64", "uint32", "uint64")
+
+
+def torch_dtype(name: str):  # -> torch.dtype
+    """The torch dtype of a storage dtype name ("float16", "float8_e4m3", ...).
+
+    Sub-byte tensors are stored packed: the code generator declares them as "uint8" (or "int8")
+    storage with the packed shape.
+    """
+    import torch
+
+    try:
+        return getattr(torch, _TORCH_NAMES[name])
+    except (KeyError, AttributeError):
+        raise ValueError(
+            f"no torch storage dtype for {name!r}; known: {sorted(_TORCH_NAMES)}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class TensorParam:
+    """A tensor argument, passed to the kernel as a device pointer.
+
+    `shape`: ints (static) or names (dynamic). `strides` in elements: None requires the tensor to be
+    contiguous; otherwise one entry per dimension, an int (must match), a name (a dynamic stride,
+    bound like a dim) or None (anything).
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...]
+    strides: tuple[Dim | None, ...] | None = None
+
+    def __post_init__(self) -> None:
+        torch_dtype(self.dtype)
+        if self.strides is not None and len(self.strides) != len(self.shape):
+            raise ValueError(
+                f"param {self.name}: {len(self.strides)} strides for rank {len(self.shape)}"
+            )
+
+    @property
+    def dynamic_dims(self) -> tuple[str, ...]:
+        names = [d for d in self.shape if isinstance(d, str)]
+        names += [s for s in (self.strides or ()) if isinstance(s, str)]
+        return tuple(names)
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    """A scalar argument: `kind` is its C type ("int32", "int64", "float32", ...).
+
+    With `dim`, its value is the bound dynamic dimension of that name and the caller does not pass
+    it; without, the caller passes it positionally.
+    """
+
+    name: str
+    kind: str
+    dim: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCALAR_KINDS:
+            raise ValueError(f"param {self.name}: scalar kind must be one of {SCALAR_KINDS}")
+
+
+Param = TensorParam | ScalarParam
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Grid (up to 3 entries, int or callable of the dims), block dims, dynamic shared memory
+    bytes, and optional cluster dims (sm_90)."""
+
+    grid: tuple[GridEntry, ...]
+    block: tuple[int, ...]
+    smem: int = 0
+    cluster: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.grid) <= 3 or not 1 <= len(self.block) <= 3:
+            raise ValueError("grid and block take 1 to 3 entries")
+        if self.cluster is not None and not 1 <= len(self.cluster) <= 3:
+            raise ValueError("cluster takes 1 to 3 entries")
+
+    def grid_dims(self, dims: Mapping[str, int]) -> tuple[int, int, int]:
+        """The grid for the bound dims, padded to 3 entries."""
+        g = []
+        for e in self.grid:
+            v = e(dims) if callable(e) else e
+            try:
+                v = operator.index(v)
+            except TypeError:
+                raise ValueError(f"grid entry evaluated to {v!r}; expected an int") from None
+            if v < 0:
+                raise ValueError(f"grid entry evaluated to {v}; expected a non-negative int")
+            g.append(v)
+        return _pad3(g)
+
+    def block_dims(self) -> tuple[int, int, int]:
+        return _pad3(self.block)
+
+    def cluster_dims(self) -> tuple[int, int, int] | None:
+        return None if self.cluster is None else _pad3(self.cluster)
+
+
+def _pad3(v) -> tuple[int, int, int]:
+    v = tuple(int(x) for x in v)
+    return v + (1,) * (3 - len(v))  # type: ignore[return-value]
