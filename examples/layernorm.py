@@ -1,0 +1,79 @@
+"""LayerNorm with weight and bias: Y = (x - mean) / sqrt(var + eps) * weight + bias over the
+last dimension of X [M, N].
+
+A block owns BLOCK_M whole rows: it loads them once into registers (in FP32), reduces the mean,
+then the variance of the centred values (two-pass, no cancellation), and writes the result.
+Suited to hidden sizes up to a few thousand; M need not be a multiple of BLOCK_M.
+
+    python examples/layernorm.py
+"""
+
+import torch
+
+import tilecraft
+import tilecraft.language as T
+
+
+@tilecraft.jit(out_idx=[-1])
+def layernorm(M, N, BLOCK_M=4, eps=1e-5, dtype="float16", accum_dtype="float32"):
+    @T.prim_func
+    def layer_norm(
+        X: T.Tensor((M, N), dtype),
+        weight: T.Tensor((N,), dtype),
+        bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=128) as bm:
+            X_shared = T.alloc_shared((BLOCK_M, N), dtype)
+            w_shared = T.alloc_shared((N,), dtype)
+            b_shared = T.alloc_shared((N,), dtype)
+            x = T.alloc_fragment((BLOCK_M, N), accum_dtype)
+            sq = T.alloc_fragment((BLOCK_M, N), accum_dtype)
+            Y_local = T.alloc_fragment((BLOCK_M, N), dtype)
+            mean = T.alloc_fragment((BLOCK_M,), accum_dtype)
+            rstd = T.alloc_fragment((BLOCK_M,), accum_dtype)
+
+            T.copy(X[bm * BLOCK_M, 0], X_shared)
+            T.copy(weight, w_shared)
+            T.copy(bias, b_shared)
+            T.copy(X_shared, x)
+
+            T.reduce_sum(x, mean, dim=1)
+            for i in T.Parallel(BLOCK_M):
+                mean[i] = mean[i] / N
+            for i, j in T.Parallel(BLOCK_M, N):
+                x[i, j] = x[i, j] - mean[i]
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, rstd, dim=1)
+            for i in T.Parallel(BLOCK_M):
+                rstd[i] = T.rsqrt(rstd[i] / N + eps)
+            for i, j in T.Parallel(BLOCK_M, N):
+                Y_local[i, j] = x[i, j] * rstd[i] * w_shared[j] + b_shared[j]
+            T.copy(Y_local, Y[bm * BLOCK_M, 0])
+
+    return layer_norm
+
+
+def reference(x, weight, bias, eps: float = 1e-5) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(
+        x.float(), (x.shape[-1],), weight.float(), bias.float(), eps
+    )
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out, ref = out.double().cpu(), ref.double().cpu()
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+def main(device: str = "cpu") -> None:
+    for M, N in [(64, 256), (30, 96)]:
+        kernel = layernorm(M, N)
+        x = (1 + torch.randn(M, N, device=device)).half()
+        weight = (1 + 0.1 * torch.randn(N, device=device)).half()
+        bias = (0.1 * torch.randn(N, device=device)).half()
+        y = kernel(x, weight, bias)
+        print(f"layernorm {M}x{N}: rel err {rel_err(y, reference(x, weight, bias)):.2e}")
+
+
+if __name__ == "__main__":
+    main()
