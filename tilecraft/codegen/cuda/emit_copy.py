@@ -1,0 +1,157 @@
+"""T.copy: global <-> shared in 16-byte vectors, fragments element by element through their
+layout, with bounds guards for partial tiles (reads outside the tensor give 0, writes outside
+are dropped).
+
+    T.copy(A[by*128, k*32], A_s)   ->  per thread: 16-byte chunks c = tid, tid + 128, ...
+                                       uint4 load (or cp.async in a pipeline), swizzled store
+    T.copy(C_f, C[by*128, bx*128]) ->  per thread: its registers of C_f, guarded stores
+"""
+
+from __future__ import annotations
+
+import math
+
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import Copy
+
+from .cexpr import ctype
+from .indexing import frag_coords, replica_index
+from .regions import in_bounds, region_index, tile_shape, vector_aligned
+
+
+def _mem_ptr(em, buf) -> str:
+    return em.shared_ptr[buf] if buf.scope == "shared" else buf.name
+
+
+def emit_copy(em, op: Copy, async_copy: bool = False) -> None:
+    s, d = op.src.buffer, op.dst.buffer
+    em.comment(op, f"T.copy {s.name} ({s.scope}) -> {d.name} ({d.scope})")
+    if s.scope == "fragment" and d.scope == "fragment":
+        return _frag_to_frag(em, op)
+    if s.scope == "fragment" or d.scope == "fragment":
+        return _frag_mem(em, op)
+    if s.scope in ("global", "shared") and d.scope in ("global", "shared"):
+        v = 16 // (s.dtype.bits // 8) if s.dtype.bits >= 8 else 0
+        if (s.dtype == d.dtype and v and tile_shape(op.src) == tile_shape(op.dst)
+                and vector_aligned(op.src, v) and vector_aligned(op.dst, v)):
+            return _vector_copy(em, op, v, async_copy)
+        return _scalar_copy(em, op)
+    raise TilecraftError("TC502", span=op.span, detail=f"T.copy from {s.scope} to {d.scope}",
+                         hint="")
+
+
+def _chunk_loop(em, total: int, body) -> None:
+    nt = em.state.num_threads
+    iters = math.ceil(total / nt)
+    em.w("#pragma unroll")
+    em.open(f"for (int it = 0; it < {iters}; ++it)")
+    em.w(f"const int c = it * {nt} + tid;")
+    if total % nt:
+        em.open(f"if (c < {total})")
+    body()
+    if total % nt:
+        em.close()
+    em.close()
+
+
+def _coords(shape: tuple[int, ...], flat: str) -> list[str]:
+    out, stride = [], math.prod(shape)
+    for n in shape:
+        stride //= n
+        e = flat if stride == 1 else f"({flat} / {stride})"
+        out.append(e if stride * n == math.prod(shape) else f"({e} % {n})")
+    return out
+
+
+def _vector_copy(em, op: Copy, v: int, async_copy: bool) -> None:
+    shape = tile_shape(op.src)
+    cshape = shape[:-1] + (shape[-1] // v,)
+    total = math.prod(cshape)
+
+    def body():
+        coords = _coords(cshape, "c")
+        coords[-1] = f"{coords[-1]} * {v}"
+        si, di = region_index(em, op.src, coords), region_index(em, op.dst, coords)
+        sp = f"&{_mem_ptr(em, op.src.buffer)}[{em.flat_index(op.src.buffer, si)}]"
+        dp = f"&{_mem_ptr(em, op.dst.buffer)}[{em.flat_index(op.dst.buffer, di)}]"
+        sg, dg = in_bounds(em, op.src, si), in_bounds(em, op.dst, di)
+        if async_copy:
+            if sg:
+                em.w(f"const bool ok = {sg};")
+                em.w(f"tc::cp_async_16({dp}, ok ? (const void*){sp} : "
+                     f"(const void*){op.src.buffer.name}, ok);")
+            else:
+                em.w(f"tc::cp_async_16({dp}, {sp});")
+            return
+        if sg:
+            em.w("uint4 val = make_uint4(0, 0, 0, 0);")
+            em.w(f"if ({sg}) val = tc::load_128({sp});")
+        else:
+            em.w(f"const uint4 val = tc::load_128({sp});")
+        if dg:
+            em.w(f"if ({dg}) tc::store_128({dp}, val);")
+        else:
+            em.w(f"tc::store_128({dp}, val);")
+
+    _chunk_loop(em, total, body)
+
+
+def _scalar_copy(em, op: Copy) -> None:
+    shape = tile_shape(op.dst)
+    if tile_shape(op.src) != shape or not all(isinstance(n, int) for n in shape):
+        raise TilecraftError("TC502", span=op.span, detail="T.copy between regions of "
+                             "different or dynamic shapes", hint="")
+
+    def body():
+        coords = _coords(shape, "c")
+        si, di = region_index(em, op.src, coords), region_index(em, op.dst, coords)
+        sref = f"{_mem_ptr(em, op.src.buffer)}[{em.flat_index(op.src.buffer, si)}]"
+        dref = f"{_mem_ptr(em, op.dst.buffer)}[{em.flat_index(op.dst.buffer, di)}]"
+        val = sref if op.src.dtype == op.dst.dtype else \
+            f"tc::cast<{ctype(op.dst.dtype)}>({sref})"
+        sg, dg = in_bounds(em, op.src, si), in_bounds(em, op.dst, di)
+        if sg:
+            val = f"(({sg}) ? {val} : {ctype(op.dst.dtype)}(0))"
+        em.w(f"if ({dg}) {dref} = {val};" if dg else f"{dref} = {val};")
+
+    _chunk_loop(em, math.prod(shape), body)
+
+
+def _frag_mem(em, op: Copy) -> None:
+    to_mem = op.src.buffer.scope == "fragment"
+    frag, mem = (op.src, op.dst) if to_mem else (op.dst, op.src)
+    lay = em.state.layouts[frag.buffer]
+    if tile_shape(mem) != tuple(n for n in frag.buffer.shape if n != 1):
+        raise TilecraftError("TC502", span=op.span, detail="T.copy of a partial fragment",
+                             hint="copy whole fragments")
+    rep = replica_index(lay, "tid") if to_mem else None
+    if rep:
+        em.open(f"if ({rep} == 0)")
+    em.w("#pragma unroll")
+    em.open(f"for (int li = 0; li < {lay.local_size}; ++li)")
+    coords = [c for c, n in zip(frag_coords(lay, "tid", "li"), frag.buffer.shape) if n != 1]
+    mi = region_index(em, mem, coords)
+    mref = f"{_mem_ptr(em, mem.buffer)}[{em.flat_index(mem.buffer, mi)}]"
+    fref = f"{frag.buffer.name}[li]"
+    g = in_bounds(em, mem, mi)
+    if to_mem:
+        val = fref if frag.dtype == mem.dtype else f"tc::cast<{ctype(mem.dtype)}>({fref})"
+        em.w(f"if ({g}) {mref} = {val};" if g else f"{mref} = {val};")
+    else:
+        val = mref if frag.dtype == mem.dtype else f"tc::cast<{ctype(frag.dtype)}>({mref})"
+        em.w(f"{fref} = ({g}) ? {val} : {ctype(frag.dtype)}(0);" if g else f"{fref} = {val};")
+    em.close()
+    if rep:
+        em.close()
+
+
+def _frag_to_frag(em, op: Copy) -> None:
+    ls, ld = em.state.layouts[op.src.buffer], em.state.layouts[op.dst.buffer]
+    if ls != ld:
+        raise TilecraftError("TC501", span=op.span, buffer=op.dst.buffer.name,
+                             detail=f"T.copy from {op.src.buffer.name} ({ls}) needs the same "
+                             f"layout, it has {ld}", hint="copy through shared memory")
+    t = ctype(op.dst.dtype)
+    em.w("#pragma unroll")
+    em.w(f"for (int li = 0; li < {ls.local_size}; ++li) {op.dst.buffer.name}[li] = "
+         f"tc::cast<{t}>({op.src.buffer.name}[li]);")

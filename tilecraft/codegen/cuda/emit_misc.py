@@ -1,0 +1,78 @@
+"""T.fill / T.clear, T.atomic_*, and the ops that emit nothing here (use_swizzle is applied in
+the kernel prologue, annotate_layout was consumed by layout inference)."""
+
+from __future__ import annotations
+
+import math
+
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import Atomic, BufferRegion, Fill
+
+from .cexpr import ctype
+from .emit_copy import _chunk_loop, _coords, _mem_ptr
+from .indexing import frag_coords, replica_index
+from .regions import in_bounds, region_index, tile_shape
+
+
+def emit_fill(em, op: Fill) -> None:
+    b = op.dst.buffer
+    em.comment(op, f"T.fill {b.name}")
+    val = em.p(op.value)
+    if op.value.dtype != b.dtype:
+        val = f"tc::cast<{ctype(b.dtype)}>({val})"
+    if b.scope == "fragment":
+        n = em.state.layouts[b].local_size
+        em.w("#pragma unroll")
+        em.w(f"for (int li = 0; li < {n}; ++li) {b.name}[li] = {val};")
+    elif b.scope == "local":
+        em.w("#pragma unroll")
+        em.w(f"for (int li = 0; li < {b.numel()}; ++li) {b.name}[li] = {val};")
+    elif b.scope == "var":
+        em.w(f"{b.name} = {val};")
+    else:
+        shape = tile_shape(op.dst)
+
+        def body():
+            idx = region_index(em, op.dst, _coords(shape, "c"))
+            g = in_bounds(em, op.dst, idx)
+            ref = f"{_mem_ptr(em, b)}[{em.flat_index(b, idx)}]"
+            em.w(f"if ({g}) {ref} = {val};" if g else f"{ref} = {val};")
+
+        _chunk_loop(em, math.prod(shape), body)
+
+
+ATOMIC_FN = {"add": "atomicAdd", "max": "tc::atomic_max", "min": "tc::atomic_min"}
+
+
+def emit_atomic(em, op: Atomic) -> None:
+    d = op.dst.buffer
+    fn = ATOMIC_FN[op.kind]
+    em.comment(op, f"T.atomic_{op.kind} -> {d.name}")
+    if not isinstance(op.src, BufferRegion):
+        idx = [em.p(s) for s in op.dst.starts]
+        em.w(f"{fn}(&{_mem_ptr(em, d)}[{em.flat_index(d, idx)}], "
+             f"tc::cast<{ctype(d.dtype)}>({em.p(op.src)}));")
+        return
+    s = op.src.buffer
+    if s.scope != "fragment":
+        raise TilecraftError("TC502", span=op.span, detail=f"T.atomic_{op.kind} from {s.scope}",
+                             hint="atomically add a fragment")
+    lay = em.state.layouts[s]
+    rep = replica_index(lay, "tid")
+    if rep:
+        em.open(f"if ({rep} == 0)")
+    em.w("#pragma unroll")
+    em.open(f"for (int li = 0; li < {lay.local_size}; ++li)")
+    coords = [c for c, n in zip(frag_coords(lay, "tid", "li"), s.shape) if n != 1]
+    idx = region_index(em, op.dst, coords)
+    g = in_bounds(em, op.dst, idx)
+    call = (f"{fn}(&{_mem_ptr(em, d)}[{em.flat_index(d, idx)}], "
+            f"tc::cast<{ctype(d.dtype)}>({s.name}[li]));")
+    em.w(f"if ({g}) {call}" if g else call)
+    em.close()
+    if rep:
+        em.close()
+
+
+def emit_nothing(em, op) -> None:
+    pass

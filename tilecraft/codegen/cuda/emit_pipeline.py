@@ -1,0 +1,66 @@
+"""Software pipeline injection for `T.Pipelined(n, num_stages=S)` (plan: plan_pipeline.py).
+
+    prologue: for s in 0..S-2: issue producers(s) into stage s; commit
+    for k in 0..n-1:
+        wait until the group of iteration k landed (cp.async.wait_group S-2); barrier
+        issue producers(k + S - 1) into stage (k + S - 1) % S (== the stage read at k - 1,
+            which the barrier just released); commit (empty groups keep the count uniform)
+        consumers of iteration k, reading stage k % S
+    drain: wait_group 0; barrier
+"""
+
+from __future__ import annotations
+
+from tilecraft.ir import For, SeqStmt
+
+
+def emit_pipelined(em, loop: For) -> None:
+    from .emit_copy import emit_copy
+
+    plan = em.state.pipelines[id(loop)]
+    S = plan.num_stages
+    em.comment(loop, f"T.Pipelined: {S} stages over {', '.join(b.name for b in plan.buffers)} "
+               "(cp.async)")
+    v = em.name(loop.var)
+    start = em.p(loop.start)
+    em.open("")
+    em.w(f"const int n_iters = {em.p(loop.extent)};")
+    stage_elems = {b: em.state.shared[b].nbytes * 8 // b.dtype.bits for b in plan.buffers}
+    base = {b: em.shared_ptr[b] for b in plan.buffers}
+
+    def producers(it: str) -> None:
+        em.open(f"if ({it} < n_iters)")
+        em.w(f"const int {v} = {start if start != '0' else ''}{' + ' if start != '0' else ''}{it};")
+        for b in plan.buffers:
+            em.shared_ptr[b] = f"({base[b]} + ({it}) % {S} * {stage_elems[b]})"
+        for p in plan.producers:
+            emit_copy(em, p, async_copy=True)
+        em.close()
+        em.w("tc::cp_async_commit();")
+
+    em.w("#pragma unroll")
+    em.open(f"for (int pre = 0; pre < {S - 1}; ++pre)")
+    producers("pre")
+    em.close()
+    em.open("for (int k_iter = 0; k_iter < n_iters; ++k_iter)")
+    em.w(f"tc::cp_async_wait<{S - 2}>();")
+    em.sync()
+    em.open("")
+    em.w(f"const int pre = k_iter + {S - 1};")
+    producers("pre")
+    em.close()
+    em.w(f"const int {v} = {start if start != '0' else ''}{' + ' if start != '0' else ''}k_iter;")
+    for b in plan.buffers:
+        em.shared_ptr[b] = f"({base[b]} + k_iter % {S} * {stage_elems[b]})"
+    producer_ids = {id(p) for p in plan.producers}
+    body = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
+    em.read_since_sync = False
+    for s in body:
+        if id(s) not in producer_ids:
+            em.stmt(s)
+    em.close()
+    em.w("tc::cp_async_wait<0>();")
+    em.sync()
+    for b in plan.buffers:
+        em.shared_ptr[b] = base[b]
+    em.close()

@@ -1,0 +1,111 @@
+"""T.reduce_{sum,max,min,abssum,absmax} over fragments: thread-local, warp shuffle, shared.
+
+1. each thread folds the registers of every output row it holds (`red[j]`);
+2. lanes that held other parts of the same row combine by butterfly __shfl_xor_sync over the
+   reduced dimension's thread modes inside a warp (every lane ends with the result);
+3. modes that cross warps go through a shared scratch slot (plan_shared_memory): write, barrier,
+   combine the partners tid ^ mask, barrier;
+4. the result lands in the (replicated) output registers, combined with them when clear=False.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import Reduce
+from tilecraft.passes.plan_shared_memory import cross_warp_modes
+
+from .cexpr import ctype
+from .indexing import local_map
+
+
+def _combine(kind: str, t: str, a: str, b: str) -> str:
+    if kind in ("sum", "abssum"):
+        return f"{a} + {b}"
+    op = "max" if kind in ("max", "absmax") else "min"
+    return f"f{op}f({a}, {b})" if t == "float" else f"{op}({a}, {b})"
+
+
+def _init(kind: str, t: str) -> str:
+    if kind in ("sum", "abssum", "absmax"):
+        return f"{t}(0)"
+    sign = "-" if kind == "max" else ""
+    return f"{sign}tc::infinity<{t}>()" if t in ("float", "half", "__nv_bfloat16") else \
+        ("INT_MIN" if kind == "max" else "INT_MAX")
+
+
+def _xor_offsets(modes) -> list[int]:
+    offs = []
+    for stride, size in modes:
+        if size & (size - 1) or stride & (stride - 1):
+            return None
+        j = 1
+        while j < size:
+            offs.append(stride * j)
+            j *= 2
+    return offs
+
+
+def emit_reduce(em, op: Reduce) -> None:
+    src, dst = op.src.buffer, op.dst.buffer
+    if src.scope != "fragment" or dst.scope != "fragment":
+        raise TilecraftError("TC502", span=op.span, detail=f"T.reduce from {src.scope} to "
+                             f"{dst.scope}", hint="reduce fragments (T.alloc_fragment)")
+    ls, ld = em.state.layouts[src], em.state.layouts[dst]
+    keep = tuple(d for d in range(len(src.shape)) if d != op.dim)
+    if len(dst.shape) == len(src.shape):
+        keep = tuple(range(len(src.shape)))
+    t = "float" if src.dtype.name in ("float16", "bfloat16", "float32") else ctype(src.dtype)
+    offs = _xor_offsets(cross_warp_modes(ls, op.dim))
+    if offs is None:
+        raise TilecraftError("TC502", span=op.span, detail="a reduction over a layout that is "
+                             "not a power of two", hint="")
+    lane_offs = [o for o in offs if o < 32]
+    warp_offs = [o for o in offs if o >= 32]
+    em.comment(op, f"T.reduce_{op.kind} {src.name} -> {dst.name} over dim {op.dim}: "
+               f"{ls.local_size} -> {ld.local_size} per thread, shuffles {lane_offs}"
+               + (f", across warps {warp_offs}" if warp_offs else ""))
+    em.open("")
+    em.w(f"{t} red[{ld.local_size}];")
+    em.w("#pragma unroll")
+    em.w(f"for (int j = 0; j < {ld.local_size}; ++j) red[j] = {_init(op.kind, t)};")
+    m = local_map(ls, ld, keep, op.span) if len(keep) < len(src.shape) else "li"
+    x = f"tc::cast<{t}>({src.name}[li])"
+    if op.kind in ("abssum", "absmax"):
+        x = f"fabsf({x})" if t == "float" else f"abs({x})"
+    em.w("#pragma unroll")
+    em.w(f"for (int li = 0; li < {ls.local_size}; ++li) red[{m}] = "
+         f"{_combine(op.kind, t, f'red[{m}]', x)};")
+    if lane_offs:
+        em.w("#pragma unroll")
+        em.open(f"for (int j = 0; j < {ld.local_size}; ++j)")
+        for o in lane_offs:
+            em.w(f"red[j] = {_combine(op.kind, t, 'red[j]', f'__shfl_xor_sync(0xffffffffu, red[j], {o})')};")
+        em.close()
+    if warp_offs:
+        off = em.state.reduce_scratch[id(op)]
+        nt = em.state.num_threads
+        masks = sorted({sum(c) for r in range(len(warp_offs) + 1)
+                        for c in itertools.combinations(warp_offs, r)} - {0})
+        em.w(f"{t}* scratch = reinterpret_cast<{t}*>(tc_smem + {off});")
+        if em.read_since_sync:
+            em.sync()
+        em.w("#pragma unroll")
+        em.w(f"for (int j = 0; j < {ld.local_size}; ++j) scratch[j * {nt} + tid] = red[j];")
+        em.sync()
+        em.w("#pragma unroll")
+        em.open(f"for (int j = 0; j < {ld.local_size}; ++j)")
+        for mk in masks:
+            em.w(f"red[j] = {_combine(op.kind, t, 'red[j]', f'scratch[j * {nt} + (tid ^ {mk})]')};")
+        em.close()
+        em.sync()
+    dt = ctype(dst.dtype)
+    em.w("#pragma unroll")
+    if op.clear:
+        em.w(f"for (int j = 0; j < {ld.local_size}; ++j) {dst.name}[j] = tc::cast<{dt}>(red[j]);")
+    else:
+        cur = f"tc::cast<{t}>({dst.name}[j])"
+        em.w(f"for (int j = 0; j < {ld.local_size}; ++j) {dst.name}[j] = "
+             f"tc::cast<{dt}>({_combine(op.kind, t, cur, 'red[j]')});")
+    em.close()

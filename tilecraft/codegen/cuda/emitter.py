@@ -1,0 +1,220 @@
+"""KernelEmitter: walks the kernel's statements and writes CUDA C++.
+
+Scalar statements are printed here; every tile op and Parallel loop goes to the emitter
+registered for its class (EMITTERS, one file per op family). Barriers: a `__syncthreads()`
+follows every statement that writes shared memory, and precedes one that writes shared memory
+after shared memory was read since the last barrier; serial loop bodies that touch shared
+memory end with one (write-after-read across iterations).
+"""
+
+from __future__ import annotations
+
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import (Allocate, Break, Buffer, BufferLoad, BufferStore, Evaluate, For, If,
+                          LetStmt, ParallelLoop, SeqStmt, TileOp, Var, While)
+from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
+
+from .cexpr import ExprPrinter, ctype
+from .indexing import swizzled_offset
+
+
+class KernelEmitter:
+    def __init__(self, state):
+        self.state = state
+        self.lines: list[str] = []
+        self.indent = 1
+        self._names: dict[Var, str] = {}
+        self._used: set[str] = {"tid", "li", "tc_smem", "lane", "warp", "c", "it", "val", "ok", "kk",
+                                 "a_frag", "b_frag", "red", "acc"}
+        self.frag_local: dict[Buffer, str] = {}  # inside a Parallel loop: fragment -> local index
+        self.shared_ptr: dict[Buffer, str] = {}  # shared buffer -> C pointer expression
+        self.read_since_sync = False
+        self.uniq = 0
+        self.p = ExprPrinter(self.name, self.load)
+
+    # ---- output -------------------------------------------------------------------------
+    def w(self, line: str = "") -> None:
+        self.lines.append("  " * self.indent + line if line else "")
+
+    def open(self, head: str) -> None:
+        self.w(head + " {")
+        self.indent += 1
+
+    def close(self, tail: str = "}") -> None:
+        self.indent -= 1
+        self.w(tail)
+
+    def fresh(self, base: str) -> str:
+        self.uniq += 1
+        return f"{base}_{self.uniq}"
+
+    def comment(self, node, what: str) -> None:
+        span = getattr(node, "span", None)
+        line = getattr(span, "line", None) if span is not None else None
+        self.w(f"// {what}" + (f"  (line {line})" if line else ""))
+
+    def sync(self) -> None:
+        self.w("__syncthreads();")
+        self.read_since_sync = False
+
+    # ---- names and memory -----------------------------------------------------------------
+    def name(self, v: Var) -> str:
+        n = self._names.get(v)
+        if n is None:
+            base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in v.name) or "v"
+            n, k = base, 1
+            while n in self._used:
+                n, k = f"{base}_{k}", k + 1
+            self._used.add(n)
+            self._names[v] = n
+        return n
+
+    def bind(self, v: Var, cname: str) -> None:
+        self._names[v] = cname
+        self._used.add(cname)
+
+    def flat_index(self, buf: Buffer, idx: list[str]) -> str:
+        if buf.scope == "shared" and buf in self.state.swizzled:
+            return swizzled_offset(buf.shape[1], idx[0], idx[1])
+        out = None
+        for d, (i, n) in enumerate(zip(idx, buf.shape)):
+            out = i if out is None else f"({out}) * {self.dim(n)} + {i}"
+        return out or "0"
+
+    def dim(self, n) -> str:
+        return str(n) if isinstance(n, int) else f"({self.p(n)})"
+
+    def ref(self, buf: Buffer, idx) -> str:
+        """An lvalue for element `idx` (list of C expressions) of a memory buffer."""
+        if buf.scope == "var":
+            return self.name_buf(buf)
+        if buf.scope == "fragment":
+            if buf not in self.frag_local:
+                raise TilecraftError("TC502", span=buf.span, detail=f"fragment `{buf.name}` "
+                                     "indexed outside T.Parallel", hint="use T.Parallel")
+            return f"{self.name_buf(buf)}[{self.frag_local[buf]}]"
+        base = self.shared_ptr[buf] if buf.scope == "shared" else self.name_buf(buf)
+        return f"{base}[{self.flat_index(buf, idx)}]"
+
+    def name_buf(self, buf: Buffer) -> str:
+        return buf.name
+
+    def load(self, e: BufferLoad) -> str:
+        if e.buffer.scope == "shared":
+            self.read_since_sync = True
+        return self.ref(e.buffer, [self.p(i) for i in e.indices])
+
+    # ---- statements -----------------------------------------------------------------------
+    def stmt(self, s) -> None:
+        from .emitters import EMITTERS
+
+        if isinstance(s, SeqStmt):
+            for c in s.stmts:
+                self.stmt(c)
+            return
+        fn = EMITTERS.get(type(s))
+        if fn is not None:
+            writes_shared = _writes_shared(s)
+            if writes_shared and self.read_since_sync:
+                self.sync()
+            fn(self, s)
+            if _reads_shared(s):
+                self.read_since_sync = True
+            if writes_shared:
+                self.sync()
+            return
+        if isinstance(s, Allocate):
+            self.allocate(s.buffer)
+        elif isinstance(s, LetStmt):
+            self.w(f"const {ctype(s.value.dtype)} {self.name(s.var)} = {self.p(s.value)};")
+        elif isinstance(s, BufferStore):
+            ws = s.buffer.scope == "shared"
+            if ws and self.read_since_sync:
+                self.sync()
+            self.w(f"{self.ref(s.buffer, [self.p(i) for i in s.indices])} = "
+                   f"{self._store_value(s.buffer, s.value)};")
+        elif isinstance(s, If):
+            self.open(f"if ({self.p(s.cond)})")
+            self.stmt(s.then_body)
+            if s.else_body is not None:
+                self.close("} else {")
+                self.indent += 1
+                self.stmt(s.else_body)
+            self.close()
+        elif isinstance(s, For):
+            self.serial_for(s)
+        elif isinstance(s, While):
+            self.open(f"while ({self.p(s.cond)})")
+            self.stmt(s.body)
+            self.close()
+        elif isinstance(s, Break):
+            self.w("break;")
+        elif isinstance(s, Evaluate):
+            self.w(f"{self.p(s.value)};")
+        else:
+            raise TilecraftError("TC502", span=getattr(s, "span", None),
+                                 detail=f"statement {type(s).__name__}", hint="")
+
+    def _store_value(self, buf: Buffer, value) -> str:
+        v = self.p(value)
+        return v if value.dtype == buf.dtype else f"tc::cast<{ctype(buf.dtype)}>({v})"
+
+    def allocate(self, b: Buffer) -> None:
+        t = ctype(b.dtype)
+        if b.scope == "fragment":
+            lay = self.state.layouts[b]
+            self.w(f"{t} {b.name}[{lay.local_size}];  // fragment {list(b.shape)}: {lay}")
+        elif b.scope == "local":
+            self.w(f"{t} {b.name}[{b.numel()}];")
+        elif b.scope == "var":
+            self.w(f"{t} {b.name} = {t}(0);")
+        elif b.scope == "shared":
+            slot = self.state.shared[b]
+            self.w(f"{t}* {b.name} = reinterpret_cast<{t}*>(tc_smem + {slot.offset});"
+                   + (f"  // x{slot.stages} stages" if slot.stages > 1 else "")
+                   + ("  // swizzled" if b in self.state.swizzled else ""))
+            self.shared_ptr[b] = b.name
+
+    def serial_for(self, s: For) -> None:
+        from .emit_pipeline import emit_pipelined
+
+        if id(s) in self.state.pipelines:
+            emit_pipelined(self, s)
+            return
+        v = self.name(s.var)
+        start, ext = self.p(s.start), self.p(s.extent)
+        if s.kind == "unrolled":
+            self.w("#pragma unroll")
+        end = ext if start == "0" else f"{start} + {ext}"
+        self.open(f"for (int {v} = {start}; {v} < {end}; ++{v})")
+        self.stmt(s.body)
+        if _touches_shared(s.body):
+            self.sync()
+        self.close()
+
+
+def _writes_shared(s) -> bool:
+    if isinstance(s, TileOp):
+        return any(r.buffer.scope == "shared" for r in s.writes())
+    if isinstance(s, ParallelLoop):
+        return any(isinstance(x, BufferStore) and x.buffer.scope == "shared" for x in walk(s))
+    return False
+
+
+def _reads_shared(s) -> bool:
+    if isinstance(s, TileOp):
+        return any(r.buffer.scope == "shared" for r in s.reads())
+    return _touches_shared(s)
+
+
+def _touches_shared(s) -> bool:
+    for x in walk(s):
+        if isinstance(x, TileOp) and any(r.buffer.scope == "shared"
+                                         for r in x.reads() + x.writes()):
+            return True
+        if isinstance(x, BufferStore) and x.buffer.scope == "shared":
+            return True
+        for e in stmt_exprs(x):
+            if any(isinstance(y, BufferLoad) and y.buffer.scope == "shared" for y in walk_expr(e)):
+                return True
+    return False

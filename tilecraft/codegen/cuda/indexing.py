@@ -1,0 +1,109 @@
+"""Index arithmetic shared by the emitters: fragment layouts, shared-memory swizzles, strides.
+
+* `frag_coords(layout, "tid", "li")`: C expressions of the logical index that local element
+  `li` of thread `tid` holds (from the layout's modes: digits of tid and li, raveled per dim).
+* `local_map(src, dst, keep, span)`: the local index in `dst` of the element a thread holds at
+  local `li` of `src`, projected onto the dims `keep`, as a C expression in `li` (affine in the
+  digits of li, so it folds to a constant once the loop over li is unrolled).
+* `swizzled_offset(rows, cols, r, c)`: element offset in a 16-bit XOR-swizzled row-major tile;
+  16-byte chunk k of row r is stored at chunk k ^ ((r >> s) & (p - 1)), p = the largest power
+  of two <= 8 dividing the chunks per row, s = log2(8 / p); 8 consecutive rows reading the same
+  logical chunk (ldmatrix, cp.async) then touch 8 distinct 16-byte bank groups.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tilecraft.diagnostics import TilecraftError
+
+
+def _digit(var: str, stride: int, size: int, total: int) -> str:
+    if size == 1:
+        return "0"
+    e = var if stride == 1 else f"({var} / {stride})"
+    return e if stride * size >= total else f"({e} % {size})"
+
+
+def frag_coords(layout, tid: str, li: str) -> list[str]:
+    digit: dict[int, str] = {}
+    ss, ls = layout.spatial_sizes, layout.local_sizes
+    nt, nl = layout.num_threads, layout.local_size
+    for k, m in enumerate(layout.spatial_modes):
+        if m >= 0:
+            digit[m] = _digit(tid, math.prod(ss[k + 1:]), ss[k], nt)
+    for k, m in enumerate(layout.local_modes):
+        digit[m] = _digit(li, math.prod(ls[k + 1:]), ls[k], nl)
+    out = []
+    for group in layout.dim_modes:
+        terms, stride = [], 1
+        for m in reversed(group):
+            d = digit.get(m, "0")
+            if d != "0":
+                terms.append(d if stride == 1 else f"{d} * {stride}")
+            stride *= layout.mode_shape[m]
+        out.append(" + ".join(reversed(terms)) if terms else "0")
+    return out
+
+
+def replica_index(layout, tid: str) -> str | None:
+    """C expression that is 0 on exactly one thread of each replica group (None if none)."""
+    ss = layout.spatial_sizes
+    terms = []
+    for k, m in enumerate(layout.spatial_modes):
+        if m < 0:
+            terms.append(_digit(tid, math.prod(ss[k + 1:]), ss[k], layout.num_threads))
+    return " + ".join(terms) if terms else None
+
+
+def local_map(src, dst, keep: tuple[int, ...], span=None) -> str:
+    """`dst` local index of the element at local `li` of `src` (same thread), as C in `li`."""
+    table = []
+    for li in range(src.local_size):
+        vals = set()
+        for t in range(src.num_threads):
+            idx = src.map(t, li)
+            pairs = dst.inverse(tuple(idx[d] for d in keep))
+            mine = [loc for th, loc in pairs if th == t]
+            if not mine:
+                raise TilecraftError("TC501", span=span, buffer="(fragment)",
+                                     detail=f"thread {t} needs element {idx} of a {dst} "
+                                     "fragment it does not hold", hint="")
+            vals.add(mine[0])
+        if len(vals) != 1:
+            raise TilecraftError("TC502", span=span, detail="a fragment access whose register "
+                                 "depends on the thread", hint="")
+        table.append(vals.pop())
+    if table == list(range(src.local_size)):
+        return "li"
+    sizes = src.local_sizes
+    strides = [math.prod(sizes[k + 1:]) for k in range(len(sizes))]
+    base = table[0]
+    coeffs = [table[s] - base if n > 1 else 0 for s, n in zip(strides, sizes)]
+    for li in range(src.local_size):
+        pred = base + sum(((li // s) % n) * c for s, n, c in zip(strides, sizes, coeffs))
+        if pred != table[li]:
+            raise TilecraftError("TC502", span=span, detail="a fragment access that is not "
+                                 "affine in the registers", hint="")
+    terms = [str(base)] if base else []
+    for s, n, c in zip(strides, sizes, coeffs):
+        if c:
+            d = _digit("li", s, n, src.local_size)
+            terms.append(d if c == 1 else f"{d} * {c}")
+    return " + ".join(terms) if terms else "0"
+
+
+def swizzle_params(cols: int) -> tuple[int, int]:
+    chunks = cols // 8
+    p = 1
+    while p < 8 and chunks % (p * 2) == 0:
+        p *= 2
+    return p, int(math.log2(8 // p))
+
+
+def swizzled_offset(cols: int, r: str, c: str) -> str:
+    p, s = swizzle_params(cols)
+    if p == 1:
+        return f"({r}) * {cols} + ({c})"
+    row = f"({r})" if s == 0 else f"(({r}) >> {s})"
+    return f"({r}) * {cols} + (((({c}) >> 3) ^ ({row} & {p - 1})) << 3) + (({c}) & 7)"

@@ -1,0 +1,59 @@
+"""KernelState: what the passes know about one kernel, filled in pass by pass.
+
+The Tile IR itself is immutable; the analysis passes attach their results here, keyed by the
+buffers (hashable by uid) and by statement identity (`id(stmt)`; the state keeps the PrimFunc
+alive, so ids are stable). Codegen reads only this object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilecraft.ir import Buffer, KernelLaunch, PrimFunc, Stmt
+from tilecraft.targets import Target
+
+
+@dataclass
+class PipelinePlan:
+    """How one `T.Pipelined` loop is software-pipelined (see plan_pipeline.py)."""
+
+    loop: Stmt
+    num_stages: int
+    producers: tuple[Stmt, ...]  # global->shared copies issued `num_stages - 1` iterations ahead
+    buffers: tuple[Buffer, ...]  # shared buffers multi-buffered `num_stages` times
+
+
+@dataclass
+class SharedSlot:
+    buffer: Buffer
+    offset: int  # bytes from the start of the dynamic shared memory arena
+    nbytes: int  # of one stage
+    stages: int = 1
+
+
+@dataclass
+class KernelState:
+    """Everything the pass pipeline learns about one kernel."""
+
+    func: PrimFunc
+    target: Target
+    kernel: KernelLaunch | None = None
+    produced: set[str] = field(default_factory=set)
+    # layout inference
+    layouts: dict[Buffer, Any] = field(default_factory=dict)  # fragment buffer -> Fragment
+    layout_origin: dict[Buffer, str] = field(default_factory=dict)  # "gemm at line 12"
+    loop_layouts: dict[int, Any] = field(default_factory=dict)  # id(ParallelLoop) -> Fragment
+    gemm_warps: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(Gemm) -> (wm, wn)
+    # pipelining
+    pipelines: dict[int, PipelinePlan] = field(default_factory=dict)  # id(For) -> plan
+    # shared memory
+    shared: dict[Buffer, SharedSlot] = field(default_factory=dict)
+    swizzled: set[Buffer] = field(default_factory=set)
+    smem_bytes: int = 0
+    reduce_scratch: dict[int, int] = field(default_factory=dict)  # id(Reduce) -> arena offset
+
+    @property
+    def num_threads(self) -> int:
+        assert self.kernel is not None
+        return self.kernel.num_threads

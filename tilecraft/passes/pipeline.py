@@ -1,0 +1,84 @@
+"""The pass pipeline: one ordered list; each pass declares what it requires and produces.
+
+    legalize -> plan_pipeline -> infer_layouts -> plan_shared_memory  (then codegen/cuda)
+
+Tile-op lowering and pipeline injection happen in the CUDA emitters (codegen/cuda/emit_*.py),
+which read the facts produced here; see docs/compiler.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilecraft.ir import PrimFunc
+from tilecraft.targets import Target
+
+from .context import KernelState
+from .layout_inference import infer_layouts
+from .legalize import legalize
+from .plan_pipeline import plan_pipeline
+from .plan_shared_memory import plan_shared_memory
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[KernelState], None]
+    requires: frozenset[str]
+    produces: frozenset[str]
+
+
+def _p(name, fn, requires=(), produces=()):
+    return Pass(name, fn, frozenset(requires), frozenset(produces))
+
+
+PASSES: tuple[Pass, ...] = (
+    _p("legalize", legalize, produces={"legal"}),
+    _p("plan_pipeline", plan_pipeline, requires={"legal"}, produces={"pipelines"}),
+    _p("infer_layouts", infer_layouts, requires={"legal"}, produces={"layouts"}),
+    _p("plan_shared_memory", plan_shared_memory, requires={"pipelines", "layouts"},
+       produces={"smem_plan"}),
+)
+
+
+def check_order(passes: tuple[Pass, ...] = PASSES) -> None:
+    """Every pass's requirements are produced by an earlier pass (run at import and in tests)."""
+    have: set[str] = set()
+    for p in passes:
+        missing = p.requires - have
+        if missing:
+            raise RuntimeError(f"pass `{p.name}` requires {sorted(missing)}, produced by no "
+                               "earlier pass")
+        have |= p.produces
+
+
+check_order()
+
+
+def lower(func: PrimFunc, target: Target, passes: tuple[Pass, ...] = PASSES) -> KernelState:
+    """Run the pass list over `func`; returns the filled KernelState."""
+    state = KernelState(func=func, target=target)
+    dump = os.environ.get("TILECRAFT_DUMP_IR")
+    for p in passes:
+        missing = p.requires - state.produced
+        if missing:
+            raise RuntimeError(f"pass `{p.name}` requires {sorted(missing)}")
+        p.run(state)
+        state.produced |= p.produces
+        if dump:
+            _dump(Path(dump), func, p.name, state)
+    return state
+
+
+def _dump(d: Path, func: PrimFunc, name: str, state: KernelState) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    lines = [func.script(), "", f"# after {name}"]
+    for buf, lay in state.layouts.items():
+        lines.append(f"# layout {buf.name}: {lay}")
+    for buf, slot in state.shared.items():
+        lines.append(f"# smem {buf.name}: offset {slot.offset} x{slot.stages}")
+    idx = [p.name for p in PASSES].index(name) if name in [p.name for p in PASSES] else 0
+    (d / f"{func.name}.{idx:02d}.{name}.txt").write_text("\n".join(lines))

@@ -1,0 +1,81 @@
+"""plan_pipeline: decide how each `T.Pipelined(n, num_stages=S)` loop is software-pipelined.
+
+Requires: `legal`.  Guarantees (`pipelines`): for every pipelined loop with S >= 2, a
+PipelinePlan listing its *producers* — the global->shared copies of the loop body whose source
+depends only on the loop variable and values defined outside the loop — and the shared buffers
+they fill, which get S stages. Everything else in the body is a consumer. Codegen then issues
+the producers of iteration k + S - 1 (cp.async, one commit group per iteration) while the
+consumers of iteration k run (Multistage schedule, as in CUTLASS / TileLang's pipeline).
+Loops with S < 2, or without a qualifying copy, run as plain loops with barriers.
+
+    for ko in T.Pipelined(K // 32, num_stages=3):      plan: producers = (copy A, copy B)
+        T.copy(A[by*128, ko*32], A_s)                        buffers   = (A_s, B_s), stages 3
+        T.copy(B[ko*32, bx*128], B_s)
+        T.gemm(A_s, B_s, C_f)
+"""
+
+from __future__ import annotations
+
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import Copy, For, LetStmt, Var
+from tilecraft.ir.visitor import region_exprs, walk, walk_expr
+
+from .context import KernelState, PipelinePlan
+
+
+def _defined_inside(loop: For) -> set[Var]:
+    out: set[Var] = {loop.var}
+    for s in walk(loop.body):
+        if isinstance(s, LetStmt):
+            out.add(s.var)
+        elif isinstance(s, For):
+            out.add(s.var)
+    return out
+
+
+def _depends_only_on_outside(copy: Copy, inner: set[Var], loop_var: Var) -> bool:
+    for e in region_exprs(copy.src):
+        for x in walk_expr(e):
+            if isinstance(x, Var) and x in inner and x != loop_var:
+                return False
+    return True
+
+
+def _top_level(body) -> list:
+    from tilecraft.ir import SeqStmt
+
+    return list(body.stmts) if isinstance(body, SeqStmt) else [body]
+
+
+def plan_pipeline(state: KernelState) -> None:
+    for loop in walk(state.kernel.body):
+        if not (isinstance(loop, For) and loop.kind == "pipelined" and loop.pipeline):
+            continue
+        info = loop.pipeline
+        if info.order is not None or info.stage is not None or info.group is not None:
+            raise TilecraftError("TC502", span=loop.span, detail="T.Pipelined with explicit "
+                                 "order/stage/group", hint="use num_stages only for now")
+        stages = info.num_stages
+        if stages < 2:
+            continue
+        inner = _defined_inside(loop)
+        producers, buffers = [], []
+        written_elsewhere = set()
+        top = {id(t) for t in _top_level(loop.body)}
+        for s in walk(loop.body):
+            if isinstance(s, Copy) and s.dst.buffer.scope == "shared" \
+                    and s.src.buffer.scope == "global" and id(s) in top \
+                    and s.dst.is_full() and s.src.dtype == s.dst.dtype \
+                    and _depends_only_on_outside(s, inner, loop.var):
+                producers.append(s)
+                buffers.append(s.dst.buffer)
+            else:
+                for r in getattr(s, "writes", lambda: ())():
+                    written_elsewhere.add(r.buffer)
+        keep = [(p, b) for p, b in zip(producers, buffers)
+                if b not in written_elsewhere and buffers.count(b) == 1]
+        if not keep:
+            continue
+        state.pipelines[id(loop)] = PipelinePlan(
+            loop=loop, num_stages=stages, producers=tuple(p for p, _ in keep),
+            buffers=tuple(b for _, b in keep))
