@@ -1,0 +1,67 @@
+"""FlashAttention forward, d=128: tilecraft vs torch SDPA (flash and cuDNN backends), one process.
+
+Layout [batch, seq, heads, dim] for tilecraft; SDPA gets the same data as [batch, heads, seq, dim].
+Usage: PYTHONPATH=$PWD python3 benchmarks/attention.py [--quick]
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from flash_attention import flash_attention  # noqa: E402
+
+
+def flops(b, h, s, d, causal):
+    f = 4 * b * h * s * s * d
+    return f / 2 if causal else f
+
+
+def main(quick: bool) -> None:
+    batch, heads, dim = (2, 16, 128) if quick else (8, 64, 128)
+    rows = []
+    for seq in (4096, 8192):
+        for causal in (False, True):
+            q, k, v = (torch.randn(batch, seq, heads, dim, dtype=torch.float16, device="cuda")
+                       for _ in range(3))
+            qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # fp32-accumulating reference
+                ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+            ref = ref.transpose(1, 2).float()
+            row = [f"s{seq} {'causal' if causal else 'full'}"]
+            best = (0.0, "no config ran")
+            for bm, bn, threads in ((64, 64, 128), (128, 64, 256), (128, 64, 128)):
+                try:
+                    kern = flash_attention(batch, heads, seq, dim, causal, block_M=bm, block_N=bn,
+                                           threads=threads)
+                    out = kern(q, k, v)
+                    err = ((out.float() - ref).norm() / ref.norm()).item()
+                    ms = do_bench(lambda: kern(q, k, v), return_mode="median")
+                    tf = flops(batch, heads, seq, dim, causal) / ms / 1e9
+                    print(f"  s{seq} causal={causal} tile {bm}x{bn} threads {threads}: {tf:.1f} "
+                          f"TFLOP/s err {err:.1e} regs {kern.resources.registers}", flush=True)
+                    if tf > best[0]:
+                        best = (tf, err)
+                except Exception as e:  # noqa: BLE001
+                    print(f"  tile {bm}x{bn} threads {threads}: {type(e).__name__}: {str(e)[:200]}")
+            row += list(best)
+            for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
+                with sdpa_kernel(backend):
+                    ms = do_bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
+                                  return_mode="median")
+                row.append(flops(batch, heads, seq, dim, causal) / ms / 1e9)
+            rows.append(row)
+            del q, k, v, qt, kt, vt, ref
+    print(f"\nattention fwd b{batch} h{heads} d{dim} fp16, TFLOP/s (median)")
+    print(f"{'case':16s} {'tilecraft':>10s} {'rel err':>10s} {'SDPA flash':>11s} {'cuDNN':>8s} {'vs flash':>9s}")
+    for name, tc, err, fa, cu in rows:
+        e = f"{err:.1e}" if isinstance(err, float) else err
+        print(f"{name:16s} {tc:10.1f} {e:>10s} {fa:11.1f} {cu:8.1f} {tc / fa:9.2f}")
+
+
+if __name__ == "__main__":
+    main("--quick" in sys.argv)
