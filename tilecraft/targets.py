@@ -87,6 +87,7 @@ H100_SXM = Target(
 H200 = dataclasses.replace(
     H100_SXM,
     name="H200",
+    l2_cache_bytes=60 * MB,  # what torch reported on the lent H200 (device KINDS.md, 2026-10-28)
     memory_bytes=141 * 10**9,
     memory_bandwidth=4.8e12,
 )
