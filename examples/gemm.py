@@ -23,6 +23,7 @@ def matmul(
     block_N=128,
     block_K=32,
     num_stages=3,
+    threads=128,
     relu=False,
     dtype="float16",
     accum_dtype="float32",
@@ -34,7 +35,7 @@ def matmul(
         C: T.Tensor((M, N), dtype),
     ):
         # grid: (blocks along N, blocks along M); 128 threads = 4 warps per block
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             A_shared = T.alloc_shared((block_M, block_K), dtype)
             B_shared = T.alloc_shared((block_K, block_N), dtype)
             C_local = T.alloc_fragment((block_M, block_N), accum_dtype)

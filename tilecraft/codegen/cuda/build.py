@@ -84,6 +84,9 @@ def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
     em.w("const int tid = threadIdx.x;")
     for v in kernel.thread_vars:
         em.bind(v, "tid")
+        em.ranges[v] = (0, kernel.num_threads - 1)
+    for v, g in zip(kernel.block_vars, kernel.grid):
+        em.set_range(v, first=0, count=g)
     swz = [s for s in walk(kernel.body) if isinstance(s, UseSwizzle)]
     bvars = list(kernel.block_vars)
     axes = "xyz"

@@ -18,7 +18,10 @@ CTYPES = {
     "float8_e4m3": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2",
 }
 
-MATH_F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "log10": "log10f",
+# exp2 is the hardware ex2.approx.ftz (about 2 ulp; results below 2^-126 flush to 0), as in
+# Triton and TileLang: it is the softmax workhorse. The others are CUDA's accurate functions.
+MATH_F32 = {"exp": "expf", "exp2": "tc::exp2_approx", "log": "logf", "log2": "log2f",
+            "log10": "log10f",
             "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "sin": "sinf", "cos": "cosf",
             "tan": "tanf", "erf": "erff", "floor": "floorf", "ceil": "ceilf", "trunc": "truncf",
             "round": "rintf", "abs": "fabsf", "pow": "powf", "sigmoid": "tc::sigmoid"}

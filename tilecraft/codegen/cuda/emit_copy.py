@@ -63,13 +63,25 @@ def _coords(shape: tuple[int, ...], flat: str) -> list[str]:
     return out
 
 
+def _chunk_coords(em, cshape: tuple[int, ...]) -> list[str]:
+    """Coordinates of chunk c = it * threads + tid. When the threads cover whole rows, write
+    them as (thread part) + it * (constant), so the compiler sees one base address per thread
+    plus an immediate offset per `it`."""
+    nt, inner = em.state.num_threads, math.prod(cshape[1:])
+    if len(cshape) < 2 or nt % inner or math.prod(cshape) <= nt:
+        return _coords(cshape, "c")
+    rows = nt // inner
+    return [f"(tid / {inner} + it * {rows})" if inner > 1 else f"(tid + it * {rows})",
+            *_coords(cshape[1:], f"(tid % {inner})")]
+
+
 def _vector_copy(em, op: Copy, v: int, async_copy: bool) -> None:
     shape = tile_shape(op.src)
     cshape = shape[:-1] + (shape[-1] // v,)
     total = math.prod(cshape)
 
     def body():
-        coords = _coords(cshape, "c")
+        coords = _chunk_coords(em, cshape)
         coords[-1] = f"{coords[-1]} * {v}"
         si, di = region_index(em, op.src, coords), region_index(em, op.dst, coords)
         sp = f"&{_mem_ptr(em, op.src.buffer)}[{em.flat_index(op.src.buffer, si)}]"
@@ -117,6 +129,20 @@ def _scalar_copy(em, op: Copy) -> None:
     _chunk_loop(em, math.prod(shape), body)
 
 
+def _frag_vector_width(lay, frag, mem) -> int:
+    """Elements a thread can move with one vector access: its innermost registers hold
+    consecutive elements of the tile's last dimension, which is contiguous in memory."""
+    if not lay.local_modes or frag.buffer.shape[-1] == 1 or mem.extents[-1] == 1:
+        return 1
+    m, v = lay.local_modes[-1], lay.local_sizes[-1]
+    if lay.dim_modes[-1][-1:] != (m,):
+        return 1
+    v = min(v, 16 // max(1, mem.buffer.dtype.bits // 8), 16 // (frag.buffer.dtype.bits // 8))
+    while v > 1 and not vector_aligned(mem, v):
+        v //= 2
+    return v if v > 1 and v & (v - 1) == 0 else 1
+
+
 def _frag_mem(em, op: Copy) -> None:
     to_mem = op.src.buffer.scope == "fragment"
     frag, mem = (op.src, op.dst) if to_mem else (op.dst, op.src)
@@ -124,22 +150,38 @@ def _frag_mem(em, op: Copy) -> None:
     if tile_shape(mem) != tuple(n for n in frag.buffer.shape if n != 1):
         raise TilecraftError("TC502", span=op.span, detail="T.copy of a partial fragment",
                              hint="copy whole fragments")
+    v = _frag_vector_width(lay, frag, mem) if mem.buffer.dtype.bits >= 8 else 1
     rep = replica_index(lay, "tid") if to_mem else None
     if rep:
         em.open(f"if ({rep} == 0)")
     em.w("#pragma unroll")
-    em.open(f"for (int li = 0; li < {lay.local_size}; ++li)")
+    em.open(f"for (int li = 0; li < {lay.local_size}; li += {v})" if v > 1 else
+            f"for (int li = 0; li < {lay.local_size}; ++li)")
     coords = [c for c, n in zip(frag_coords(lay, "tid", "li"), frag.buffer.shape) if n != 1]
     mi = region_index(em, mem, coords)
-    mref = f"{_mem_ptr(em, mem.buffer)}[{em.flat_index(mem.buffer, mi)}]"
-    fref = f"{frag.buffer.name}[li]"
-    g = in_bounds(em, mem, mi)
+    addr = f"&{_mem_ptr(em, mem.buffer)}[{em.flat_index(mem.buffer, mi)}]"
+    g = in_bounds(em, mem, mi)  # with v > 1 the vector is wholly inside or wholly outside
+    mt, ft = ctype(mem.dtype), ctype(frag.dtype)
+    conv = (lambda x, t: x) if frag.dtype == mem.dtype else (lambda x, t: f"tc::cast<{t}>({x})")
     if to_mem:
-        val = fref if frag.dtype == mem.dtype else f"tc::cast<{ctype(mem.dtype)}>({fref})"
-        em.w(f"if ({g}) {mref} = {val};" if g else f"{mref} = {val};")
+        if v > 1:
+            em.w(f"tc::Vec<{mt}, {v}> val;")
+            for j in range(v):
+                em.w(f"val.v[{j}] = {conv(f'{frag.buffer.name}[li + {j}]', mt)};")
+            st = f"tc::store_vec({addr}, val);"
+        else:
+            st = f"*{addr} = {conv(f'{frag.buffer.name}[li]', mt)};"
+        em.w(f"if ({g}) {st}" if g else st)
+    elif v > 1:
+        em.w(f"tc::Vec<{mt}, {v}> val;")
+        em.w(f"if ({g}) val = tc::load_vec<{mt}, {v}>({addr}); else val = tc::Vec<{mt}, {v}>{{}};"
+             if g else f"val = tc::load_vec<{mt}, {v}>({addr});")
+        for j in range(v):
+            em.w(f"{frag.buffer.name}[li + {j}] = {conv(f'val.v[{j}]', ft)};")
     else:
-        val = mref if frag.dtype == mem.dtype else f"tc::cast<{ctype(frag.dtype)}>({mref})"
-        em.w(f"{fref} = ({g}) ? {val} : {ctype(frag.dtype)}(0);" if g else f"{fref} = {val};")
+        val = conv(f"*{addr}", ft)
+        em.w(f"{frag.buffer.name}[li] = ({g}) ? {val} : {ft}(0);" if g else
+             f"{frag.buffer.name}[li] = {val};")
     em.close()
     if rep:
         em.close()

@@ -18,10 +18,50 @@ def _addr(em, buf, r: str, c: str) -> str:
     return f"&{em.shared_ptr[buf]}[{em.flat_index(buf, [r, c])}]"
 
 
-def emit_gemm(em, op: Gemm) -> None:
+def gemm_shape(em, op: Gemm) -> tuple[int, int, int, int, int, int, int]:
+    """(m, n, k, warps along m, warps along n, m16 atoms per warp, n8 atoms per warp)."""
     m, n, k = op.mnk()
     wm, wn = em.state.gemm_warps[id(op)]
-    tm, tn = m // (16 * wm), n // (8 * wn)
+    return m, n, k, wm, wn, m // (16 * wm), n // (8 * wn)
+
+
+def warp_origin(em, op: Gemm) -> None:
+    """Declare lane, warp_m, warp_n: this warp's corner in C."""
+    m, n, _, wm, wn, _, _ = gemm_shape(em, op)
+    em.w(f"const int warp_m = (tid / 32) / {wn} * {m // wm}, warp_n = (tid / 32) % {wn} * "
+         f"{n // wn};")
+    em.w("const int lane = tid % 32;")
+
+
+def load_a(em, op: Gemm, dst: str, im: str, kk: str) -> None:
+    """ldmatrix.x4 of the A atom (im, kk) into u32[4] `dst`."""
+    A = op.A.buffer
+    if not op.transpose_A:
+        em.w(f"tc::ldmatrix_x4({dst}, {_addr(em, A, f'warp_m + {im} * 16 + lane % 16', f'{kk} * 16 + lane / 16 * 8')});")
+    else:
+        em.w(f"tc::ldmatrix_x4_trans({dst}, {_addr(em, A, f'{kk} * 16 + lane % 8 + lane / 16 * 8', f'warp_m + {im} * 16 + (lane / 8) % 2 * 8')});")
+
+
+def load_b2(em, op: Gemm, dst: str, jn: str, kk: str) -> None:
+    """ldmatrix.x4 of the B atoms (jn, kk) and (jn + 1, kk) into u32[2][2] at `dst`."""
+    B = op.B.buffer
+    if not op.transpose_B:
+        em.w(f"tc::ldmatrix_x4_trans({dst}, {_addr(em, B, f'{kk} * 16 + lane % 8 + (lane / 8) % 2 * 8', f'warp_n + {jn} * 8 + lane / 16 * 8')});")
+    else:
+        em.w(f"tc::ldmatrix_x4({dst}, {_addr(em, B, f'warp_n + {jn} * 8 + lane % 8 + lane / 16 * 8', f'{kk} * 16 + (lane / 8) % 2 * 8')});")
+
+
+def load_b1(em, op: Gemm, dst: str, jn: int, kk: str) -> None:
+    """ldmatrix.x2 of the B atom (jn, kk) into u32[2] `dst`."""
+    B = op.B.buffer
+    if not op.transpose_B:
+        em.w(f"tc::ldmatrix_x2_trans({dst}, {_addr(em, B, f'{kk} * 16 + lane % 8 + (lane / 8) % 2 * 8', f'warp_n + {jn * 8}')});")
+    else:
+        em.w(f"tc::ldmatrix_x2({dst}, {_addr(em, B, f'warp_n + {jn * 8} + lane % 8', f'{kk} * 16 + (lane / 8) % 2 * 8')});")
+
+
+def emit_gemm(em, op: Gemm) -> None:
+    m, n, k, wm, wn, tm, tn = gemm_shape(em, op)
     A, B, C = op.A.buffer, op.B.buffer, op.C.buffer
     em.comment(op, f"T.gemm {A.name} x {B.name}{'^T' if op.transpose_B else ''} -> {C.name}: "
                f"{m}x{n}x{k}, warps {wm}x{wn}, {tm}x{tn} mma.m16n8k16 per warp per k16")
@@ -29,9 +69,7 @@ def emit_gemm(em, op: Gemm) -> None:
         em.w("#pragma unroll")
         em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {C.name}[li] = 0.f;")
     em.open("")
-    em.w(f"const int warp_m = (tid / 32) / {wn} * {m // wm}, warp_n = (tid / 32) % {wn} * "
-         f"{n // wn};")
-    em.w("const int lane = tid % 32;")
+    warp_origin(em, op)
     em.w("#pragma unroll")
     em.open(f"for (int kk = 0; kk < {k // 16}; ++kk)")
     em.w(f"tc::u32 a_frag[{tm}][4];")
@@ -48,10 +86,7 @@ def emit_gemm(em, op: Gemm) -> None:
     else:
         em.w("#pragma unroll")
         em.open(f"for (int im = 0; im < {tm}; ++im)")
-        if not op.transpose_A:
-            em.w(f"tc::ldmatrix_x4(a_frag[im], {_addr(em, A, 'warp_m + im * 16 + lane % 16', 'kk * 16 + lane / 16 * 8')});")
-        else:
-            em.w(f"tc::ldmatrix_x4_trans(a_frag[im], {_addr(em, A, 'kk * 16 + lane % 8 + lane / 16 * 8', 'warp_m + im * 16 + (lane / 8) % 2 * 8')});")
+        load_a(em, op, "a_frag[im]", "im", "kk")
         em.close()
     pairs, odd = divmod(tn, 2)
     # B two n8 tiles at a time, used right away (short live ranges: fewer registers)
@@ -61,18 +96,12 @@ def emit_gemm(em, op: Gemm) -> None:
             em.open(f"for (int jn = 0; jn < {2 * pairs}; jn += 2)")
             jn = "jn"
             em.w("tc::u32 b_frag[2][2];")
-            if not op.transpose_B:
-                em.w(f"tc::ldmatrix_x4_trans(&b_frag[0][0], {_addr(em, B, 'kk * 16 + lane % 8 + (lane / 8) % 2 * 8', 'warp_n + jn * 8 + lane / 16 * 8')});")
-            else:
-                em.w(f"tc::ldmatrix_x4(&b_frag[0][0], {_addr(em, B, 'warp_n + jn * 8 + lane % 8 + lane / 16 * 8', 'kk * 16 + (lane / 8) % 2 * 8')});")
+            load_b2(em, op, "&b_frag[0][0]", "jn", "kk")
         else:
             em.open("")
             jn = str(j0)
             em.w("tc::u32 b_frag[1][2];")
-            if not op.transpose_B:
-                em.w(f"tc::ldmatrix_x2_trans(b_frag[0], {_addr(em, B, 'kk * 16 + lane % 8 + (lane / 8) % 2 * 8', f'warp_n + {j0 * 8}')});")
-            else:
-                em.w(f"tc::ldmatrix_x2(b_frag[0], {_addr(em, B, f'warp_n + {j0 * 8} + lane % 8', 'kk * 16 + (lane / 8) % 2 * 8')});")
+            load_b1(em, op, "b_frag[0]", j0, "kk")
         em.w("#pragma unroll")
         em.open(f"for (int im = 0; im < {tm}; ++im)")
         for w in range(width):

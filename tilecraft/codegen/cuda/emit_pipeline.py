@@ -3,15 +3,20 @@
     prologue: for s in 0..S-2: issue producers(s) into stage s; commit
     for k in 0..n-1:
         wait until the group of iteration k landed (cp.async.wait_group S-2); barrier
-        issue producers(k + S - 1) into stage (k + S - 1) % S (== the stage read at k - 1,
-            which the barrier just released); commit (empty groups keep the count uniform)
-        consumers of iteration k, reading stage k % S
+        issue producers(k + S - 1) into stage_w = (k + S - 1) % S (== the stage read at
+            k - 1, which the barrier just released); commit (empty groups keep the count uniform)
+        consumers of iteration k, reading stage_r = k % S (both counters rotate, no modulo)
     drain: wait_group 0; barrier
+
+A loop whose only consumer is one T.gemm gets the register-pipelined mainloop instead
+(emit_mainloop.py).
 """
 
 from __future__ import annotations
 
 from tilecraft.ir import For, SeqStmt
+
+from .emit_mainloop import emit_gemm_mainloop, lone_gemm
 
 
 def emit_pipelined(em, loop: For) -> None:
@@ -28,11 +33,11 @@ def emit_pipelined(em, loop: For) -> None:
     stage_elems = {b: em.state.shared[b].nbytes * 8 // b.dtype.bits for b in plan.buffers}
     base = {b: em.shared_ptr[b] for b in plan.buffers}
 
-    def producers(it: str) -> None:
+    def producers(it: str, stage: str) -> None:
         em.open(f"if ({it} < n_iters)")
         em.w(f"const int {v} = {start if start != '0' else ''}{' + ' if start != '0' else ''}{it};")
         for b in plan.buffers:
-            em.shared_ptr[b] = f"({base[b]} + ({it}) % {S} * {stage_elems[b]})"
+            em.shared_ptr[b] = f"({base[b]} + {stage} * {stage_elems[b]})"
         for p in plan.producers:
             emit_copy(em, p, async_copy=True)
         em.close()
@@ -40,25 +45,38 @@ def emit_pipelined(em, loop: For) -> None:
 
     em.w("#pragma unroll")
     em.open(f"for (int pre = 0; pre < {S - 1}; ++pre)")
-    producers("pre")
+    producers("pre", "pre")
     em.close()
-    em.open("for (int k_iter = 0; k_iter < n_iters; ++k_iter)")
-    em.w(f"tc::cp_async_wait<{S - 2}>();")
-    em.sync()
-    em.open("")
-    em.w(f"const int pre = k_iter + {S - 1};")
-    producers("pre")
-    em.close()
-    em.w(f"const int {v} = {start if start != '0' else ''}{' + ' if start != '0' else ''}k_iter;")
-    for b in plan.buffers:
-        em.shared_ptr[b] = f"({base[b]} + k_iter % {S} * {stage_elems[b]})"
     producer_ids = {id(p) for p in plan.producers}
     body = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
-    em.read_since_sync = False
-    for s in body:
-        if id(s) not in producer_ids:
+    consumers = [s for s in body if id(s) not in producer_ids]
+
+    def read_ptr() -> None:
+        for b in plan.buffers:
+            em.shared_ptr[b] = f"({base[b]} + stage_r * {stage_elems[b]})"
+
+    gemm = lone_gemm(em, consumers, plan)
+    if gemm is not None:
+        emit_gemm_mainloop(em, loop, plan, gemm, producers, read_ptr)
+    else:
+        em.w(f"int stage_r = 0, stage_w = {S - 1};  // stages read and refilled by iteration "
+             "k_iter")
+        em.open("for (int k_iter = 0; k_iter < n_iters; ++k_iter)")
+        em.w(f"tc::cp_async_wait<{S - 2}>();")
+        em.sync()
+        em.open("")
+        em.w(f"const int pre = k_iter + {S - 1};")
+        producers("pre", "stage_w")
+        em.close()
+        em.w(f"const int {v} = {start if start != '0' else ''}{' + ' if start != '0' else ''}"
+             "k_iter;")
+        read_ptr()
+        em.read_since_sync = False
+        for s in consumers:
             em.stmt(s)
-    em.close()
+        em.w(f"stage_r = stage_r == {S - 1} ? 0 : stage_r + 1;")
+        em.w(f"stage_w = stage_w == {S - 1} ? 0 : stage_w + 1;")
+        em.close()
     em.w("tc::cp_async_wait<0>();")
     em.sync()
     for b in plan.buffers:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import (Allocate, Break, Buffer, BufferLoad, BufferStore, Evaluate, For, If,
                           LetStmt, ParallelLoop, SeqStmt, TileOp, Var, While)
+from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from .cexpr import ExprPrinter, ctype
@@ -25,9 +26,11 @@ class KernelEmitter:
         self.indent = 1
         self._names: dict[Var, str] = {}
         self._used: set[str] = {"tid", "li", "tc_smem", "lane", "warp", "c", "it", "val", "ok", "kk",
-                                 "a_frag", "b_frag", "red", "acc"}
+                                 "a_frag", "b_frag", "red", "acc", "stage_r", "stage_w", "k_iter",
+                                 "pre", "n_iters", "warp_m", "warp_n"}
         self.frag_local: dict[Buffer, str] = {}  # inside a Parallel loop: fragment -> local index
         self.shared_ptr: dict[Buffer, str] = {}  # shared buffer -> C pointer expression
+        self.ranges: dict[Var, tuple[int, int]] = {}  # proven value ranges (bounds-guard removal)
         self.read_since_sync = False
         self.uniq = 0
         self.p = ExprPrinter(self.name, self.load)
@@ -126,6 +129,7 @@ class KernelEmitter:
         if isinstance(s, Allocate):
             self.allocate(s.buffer)
         elif isinstance(s, LetStmt):
+            self.set_range(s.var, s.value)
             self.w(f"const {ctype(s.value.dtype)} {self.name(s.var)} = {self.p(s.value)};")
         elif isinstance(s, BufferStore):
             ws = s.buffer.scope == "shared"
@@ -175,9 +179,22 @@ class KernelEmitter:
                    + ("  // swizzled" if b in self.state.swizzled else ""))
             self.shared_ptr[b] = b.name
 
+    def set_range(self, v: Var, value=None, first=None, count=None) -> None:
+        """Record v's interval: the value of `value`, or first .. first + count - 1."""
+        if value is not None:
+            r = bound(value, self.ranges)
+        else:
+            a, n = bound(first, self.ranges), bound(count, self.ranges)
+            r = None if a is None or n is None or n[0] < 1 else (a[0], a[1] + n[1] - 1)
+        if r is None:
+            self.ranges.pop(v, None)
+        else:
+            self.ranges[v] = r
+
     def serial_for(self, s: For) -> None:
         from .emit_pipeline import emit_pipelined
 
+        self.set_range(s.var, first=s.start, count=s.extent)
         if id(s) in self.state.pipelines:
             emit_pipelined(self, s)
             return

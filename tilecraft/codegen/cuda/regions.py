@@ -4,6 +4,7 @@ and the bounds guards that make partial tiles safe (reads give 0, writes are dro
 from __future__ import annotations
 
 from tilecraft.ir import BufferRegion, const_int
+from tilecraft.ir.ranges import bound
 from tilecraft.ir.simplify import linear_form
 
 
@@ -36,11 +37,11 @@ def in_bounds(em, r: BufferRegion, index: list[str], last_vec: int = 1) -> str |
         return None
     conds = []
     for d, (ix, n, s, e) in enumerate(zip(index, r.buffer.shape, r.starts, r.extents)):
-        cs = const_int(s)
-        if isinstance(n, int) and isinstance(e, int) and cs is not None and cs + e <= n:
+        if isinstance(n, int) and e == 1 and const_int(s) is not None:
             continue
-        if isinstance(n, int) and e == 1 and cs is not None:
-            continue
+        hi = bound(s, em.ranges)
+        if isinstance(n, int) and isinstance(e, int) and hi is not None and hi[1] + e <= n:
+            continue  # the whole tile is inside for every block and iteration
         conds.append(f"({ix}) < {em.dim(n)}")
     return " && ".join(conds) if conds else None
 

@@ -42,11 +42,9 @@ TC_DEVICE To bit_cast(const From& x) {
 }
 
 // 32-bit shared-memory address of a generic pointer into shared memory (for PTX operands).
+// A compiler intrinsic, not volatile asm, so address arithmetic folds and hoists out of loops.
 TC_DEVICE u32 smem_addr(const void* ptr) {
-  u32 addr;
-  asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }\n"
-               : "=r"(addr) : "l"(ptr));
-  return addr;
+  return static_cast<u32>(__cvta_generic_to_shared(ptr));
 }
 
 // Two floats -> packed f16x2 / bf16x2 in one register (lo in the low 16 bits), round to nearest.
@@ -86,5 +84,13 @@ TC_DEVICE To cast(From x) { return Cast<To, From>::run(x); }
 // Load/store 16 bytes (vectorized global or shared access); pointers must be 16-byte aligned.
 TC_DEVICE uint4 load_128(const void* p) { return *reinterpret_cast<const uint4*>(p); }
 TC_DEVICE void store_128(void* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
+
+// N elements of T moved as one aligned vector access (N * sizeof(T) in 2, 4, 8 or 16 bytes).
+template <class T, int N>
+struct alignas(sizeof(T) * N) Vec { T v[N]; };
+template <class T, int N>
+TC_DEVICE Vec<T, N> load_vec(const T* p) { return *reinterpret_cast<const Vec<T, N>*>(p); }
+template <class T, int N>
+TC_DEVICE void store_vec(T* p, const Vec<T, N>& x) { *reinterpret_cast<Vec<T, N>*>(p) = x; }
 
 }  // namespace tc

@@ -1,4 +1,6 @@
-// Warp-level tensor-core MMA (mma.sync), sm_80+. Operands follow the PTX fragment layouts:
+// Warp-level tensor-core MMA (mma.sync), sm_80+. Not volatile: an MMA is a pure function of
+// its registers, so the compiler may schedule it freely around the ldmatrix loads.
+// Operands follow the PTX fragment layouts:
 // for m16n8k16, A is 4 x u32 (8 halves), B is 2 x u32 (4 halves), C/D are 4 floats per thread.
 #pragma once
 #include "tilecraft/common.cuh"
@@ -7,7 +9,7 @@ namespace tc {
 
 // D = A * B + C, fp16 inputs, fp32 accumulate.
 TC_DEVICE void mma_m16n8k16_f16_f32(float* d, const u32* a, const u32* b, const float* c) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
@@ -17,7 +19,7 @@ TC_DEVICE void mma_m16n8k16_f16_f32(float* d, const u32* a, const u32* b, const 
 
 // D = A * B + C, bf16 inputs, fp32 accumulate.
 TC_DEVICE void mma_m16n8k16_bf16_f32(float* d, const u32* a, const u32* b, const float* c) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
@@ -27,7 +29,7 @@ TC_DEVICE void mma_m16n8k16_bf16_f32(float* d, const u32* a, const u32* b, const
 
 // D = A * B + C, fp16 inputs, fp16 accumulate: C and D are 2 x u32 (4 halves).
 TC_DEVICE void mma_m16n8k16_f16_f16(u32* d, const u32* a, const u32* b, const u32* c) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 "
       "{%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%8,%9};\n"
       : "=r"(d[0]), "=r"(d[1])
@@ -36,7 +38,7 @@ TC_DEVICE void mma_m16n8k16_f16_f16(u32* d, const u32* a, const u32* b, const u3
 
 // m16n8k8 with fp16 inputs (A 2 x u32, B 1 x u32), fp32 accumulate.
 TC_DEVICE void mma_m16n8k8_f16_f32(float* d, const u32* a, const u32* b, const float* c) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 "
       "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
@@ -45,7 +47,7 @@ TC_DEVICE void mma_m16n8k8_f16_f32(float* d, const u32* a, const u32* b, const f
 
 // m16n8k8 with tf32 inputs (A 4 x u32, B 2 x u32 holding fp32 bit patterns), fp32 accumulate.
 TC_DEVICE void mma_m16n8k8_tf32_f32(float* d, const u32* a, const u32* b, const float* c) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
@@ -55,7 +57,7 @@ TC_DEVICE void mma_m16n8k8_tf32_f32(float* d, const u32* a, const u32* b, const 
 
 // m16n8k32 with int8 inputs (A 4 x u32, B 2 x u32, 4 int8 each), int32 accumulate.
 TC_DEVICE void mma_m16n8k32_s8_s32(int* d, const u32* a, const u32* b, const int* c) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
       : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
@@ -67,7 +69,7 @@ TC_DEVICE void mma_m16n8k32_s8_s32(int* d, const u32* a, const u32* b, const int
 #define TC_HAS_MMA_FP8 1
 // m16n8k32 with fp8 e4m3 inputs (4 per u32), fp32 accumulate (sm_89+).
 TC_DEVICE void mma_m16n8k32_e4m3_f32(float* d, const u32* a, const u32* b, const float* c) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])

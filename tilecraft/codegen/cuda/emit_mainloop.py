@@ -1,0 +1,89 @@
+"""The GEMM mainloop: a pipelined loop whose only consumer is one `T.gemm` on shared tiles.
+
+The generic pipeline (emit_pipeline.py) puts a barrier at the top of every iteration, so each
+iteration starts by waiting for its first ldmatrix. Here the operand fragments are double
+buffered in registers and the loads run one k16 step ahead, across the iteration boundary too
+(the CUTLASS multistage mainloop):
+
+    wait stage 0; barrier; load fragments of k16 step 0
+    for k in 0 .. n-1:
+        for kk in 0 .. K16-1:                      (unrolled)
+            if kk == K16-1: wait stage k+1; barrier; read stage <- k+1
+            load fragments of step kk+1 (of stage k+1 when kk == K16-1) into buffer (kk+1) % 2
+            if kk == 0: issue the copies of iteration k+S-1 into the stage read at k-1; commit
+            mma.sync on buffer kk % 2
+The copies at kk == 0 overwrite the stage iteration k-1 read; its last fragments were loaded
+before the barrier at the end of iteration k-1, so no warp still reads it.
+"""
+
+from __future__ import annotations
+
+from tilecraft.ir import Gemm
+
+from .emit_gemm import MMA, gemm_shape, load_a, load_b2, warp_origin
+
+
+def lone_gemm(em, consumers: list, plan) -> Gemm | None:
+    """The gemm when it is the loop's only consumer and the fused mainloop applies."""
+    if len(consumers) != 1 or not isinstance(consumers[0], Gemm):
+        return None
+    g = consumers[0]
+    if (g.clear_accum or g.A.buffer.scope != "shared" or g.B.buffer.scope != "shared"
+            or g.A.dtype.name not in MMA or plan.num_stages < 2):
+        return None
+    _, _, k, _, _, _, tn = gemm_shape(em, g)
+    if (k // 16) % 2 or tn % 2 or g.B.buffer not in plan.buffers:
+        return None
+    return g
+
+
+def emit_gemm_mainloop(em, loop, plan, g: Gemm, producers, read_ptr) -> None:
+    S = plan.num_stages
+    _, _, k, wm, wn, tm, tn = gemm_shape(em, g)
+    k16 = k // 16
+    em.comment(g, f"T.gemm {g.A.buffer.name} x {g.B.buffer.name} -> {g.C.buffer.name}: "
+               f"{tm}x{tn} mma.m16n8k16 per warp, warps {wm}x{wn}, fragments one k16 step "
+               "ahead")
+    warp_origin(em, g)
+    em.w(f"tc::u32 a_frag[2][{tm}][4], b_frag[2][{tn}][2];")
+
+    def load(buf: int, kk: int) -> None:
+        read_ptr()
+        em.w("#pragma unroll")
+        em.w(f"for (int im = 0; im < {tm}; ++im)")
+        em.indent += 1
+        load_a(em, g, f"a_frag[{buf}][im]", "im", str(kk))
+        em.indent -= 1
+        em.w("#pragma unroll")
+        em.w(f"for (int jn = 0; jn < {tn}; jn += 2)")
+        em.indent += 1
+        load_b2(em, g, f"&b_frag[{buf}][jn][0]", "jn", str(kk))
+        em.indent -= 1
+
+    em.w(f"tc::cp_async_wait<{S - 2}>();")
+    em.sync()
+    em.w(f"int stage_r = 0, stage_w = {S - 1};  // stages read and refilled by iteration k_iter")
+    load(0, 0)
+    em.open("for (int k_iter = 0; k_iter < n_iters; ++k_iter)")
+    for kk in range(k16):
+        em.w(f"// k16 step {kk}")
+        if kk == k16 - 1:
+            em.w(f"tc::cp_async_wait<{S - 2}>();")
+            em.sync()
+            em.w(f"stage_r = stage_r == {S - 1} ? 0 : stage_r + 1;")
+        load((kk + 1) % 2, (kk + 1) % k16)
+        if kk == 0:
+            em.open("")
+            em.w(f"const int pre = k_iter + {S - 1};")
+            producers("pre", "stage_w")
+            em.w(f"stage_w = stage_w == {S - 1} ? 0 : stage_w + 1;")
+            em.close()
+        em.w("#pragma unroll")
+        em.open(f"for (int im = 0; im < {tm}; ++im)")
+        em.w("#pragma unroll")
+        em.open(f"for (int jn = 0; jn < {tn}; ++jn)")
+        em.w(f"float* acc = &{g.C.buffer.name}[(im * {tn} + jn) * 4];")
+        em.w(f"{MMA[g.A.dtype.name]}(acc, a_frag[{kk % 2}][im], b_frag[{kk % 2}][jn], acc);")
+        em.close()
+        em.close()
+    em.close()
