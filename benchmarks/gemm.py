@@ -1,5 +1,7 @@
 """GEMM fp16 (fp32 accumulate): tilecraft vs cuBLAS (torch) on TileLang appendix H / ANCHORS shapes.
 
+Triton runs beside them, one process, same inputs: the autotuned kernel in benchmarks/triton_peers.py
+(tc/triton = tilecraft / Triton TFLOP/s). Without triton installed its columns read n/a.
 Usage: PYTHONPATH=$PWD python3 benchmarks/gemm.py
 """
 
@@ -7,13 +9,48 @@ import sys
 from pathlib import Path
 
 import torch
-from triton.testing import do_bench
+import torch.utils.benchmark
+
+try:
+    import triton_peers
+    from triton.testing import do_bench
+except ImportError:  # no Triton: its columns read n/a, and torch times the rest
+    triton_peers = None
+
+    def do_bench(fn, return_mode="median"):
+        """Median milliseconds per call of fn (torch's Timer synchronises the GPU)."""
+        timer = torch.utils.benchmark.Timer("fn()", globals={"fn": fn})
+        return timer.blocked_autorange(min_run_time=1.0).median * 1e3
+
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from gemm import matmul  # noqa: E402
 
 SHAPES = [(8192, 1024, 8192), (8192, 8192, 8192), (8192, 28672, 8192), (8192, 8192, 28672)]
 CONFIGS = [(128, 128, 32, 3), (128, 128, 64, 3)]
+
+
+def run_triton(a, b, ref, name):
+    """(TFLOP/s, rel err) of the autotuned Triton GEMM, or (None, None) without Triton."""
+    if triton_peers is None:
+        return None, None
+    try:
+        c = triton_peers.matmul(a, b)  # the first call autotunes
+        err = ((c.float() - ref).norm() / ref.norm()).item()
+        ms = do_bench(lambda: triton_peers.matmul(a, b), return_mode="median")
+    except Exception as e:  # noqa: BLE001
+        print(f"  {name} triton: {type(e).__name__}: {str(e)[:200]}")
+        return None, None
+    (M, K), N = a.shape, b.shape[1]
+    tf = 2 * M * N * K / ms / 1e9
+    config = triton_peers.describe(triton_peers.gemm_autotuned.best_config)
+    print(f"  {name} triton {tf:.1f} TFLOP/s err {err:.1e} config {config}", flush=True)
+    return tf, err
+
+
+def cell(x, spec, width):
+    """x formatted to width, or n/a where there is no x."""
+    return f"{'n/a':>{width}s}" if x is None else f"{x:{width}{spec}}"
 
 
 def main() -> None:
@@ -31,12 +68,16 @@ def main() -> None:
             if 2 * M * N * K / ms / 1e9 > best:
                 best, err = 2 * M * N * K / ms / 1e9, e
         ms = do_bench(lambda: a @ b, return_mode="median")
-        rows.append((f"{M}x{N}x{K}", best, err, 2 * M * N * K / ms / 1e9))
-        del a, b, ref
+        tri, tri_err = run_triton(a, b, ref, f"{M}x{N}x{K}")
+        rows.append((f"{M}x{N}x{K}", best, err, 2 * M * N * K / ms / 1e9, tri, tri_err))
+        del a, b, ref, c
     print("\nGEMM fp16, TFLOP/s (median)")
-    print(f"{'shape':20s} {'tilecraft':>10s} {'rel err':>9s} {'cuBLAS':>8s} {'ratio':>6s}")
-    for name, tc, err, cb in rows:
-        print(f"{name:20s} {tc:10.1f} {err:9.1e} {cb:8.1f} {tc / cb:6.2f}")
+    print(f"{'shape':20s} {'tilecraft':>10s} {'rel err':>9s} {'cuBLAS':>8s} {'ratio':>6s}"
+          f" {'triton':>8s} {'tri err':>9s} {'tc/triton':>9s}")
+    for name, tc, err, cb, tri, tri_err in rows:
+        print(f"{name:20s} {tc:10.1f} {err:9.1e} {cb:8.1f} {tc / cb:6.2f}"
+              f" {cell(tri, '.1f', 8)} {cell(tri_err, '.1e', 9)}"
+              f" {cell(None if tri is None else tc / tri, '.2f', 9)}")
 
 
 if __name__ == "__main__":
