@@ -13,17 +13,12 @@ nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
 # fails the day they start compiling, and the list shrinks.
 NOT_YET: set[str] = set()
 
-# Known register spills (strict xfail: the test fails once they are fixed, so the list shrinks).
-SPILLS = {("gemm_relu", "sm_80"), ("flash_attention", "sm_90a")}
-
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("cfg", CONFIGS, ids=[c[0] for c in CONFIGS])
 def test_example_compiles_without_spills(cfg, arch):
     from tilecraft.runtime import compile_cuda
 
-    if (cfg[0], arch) in SPILLS:
-        pytest.xfail("known register spills (128x128 tile on 128 threads / FA d=64)")
     kernel = make(cfg)
     if cfg[0] in NOT_YET:
         with pytest.raises(TilecraftError):

@@ -81,7 +81,10 @@ class KernelEmitter:
             return swizzled_offset(buf.shape[1], idx[0], idx[1])
         out = None
         for d, (i, n) in enumerate(zip(idx, buf.shape)):
-            out = i if out is None else f"({out}) * {self.dim(n)} + {i}"
+            if out is None:
+                out = f"(long long)({i})" if needs_64bit_index(buf) and len(idx) > 1 else i
+            else:
+                out = f"({out}) * {self.dim(n)} + {i}"
         return out or "0"
 
     def dim(self, n) -> str:
@@ -208,6 +211,15 @@ class KernelEmitter:
         if _touches_shared(s.body):
             self.sync()
         self.close()
+
+
+def needs_64bit_index(buf: Buffer) -> bool:
+    """Global tensors that may hold 2^31 elements or more (static size, or any dynamic dim)
+    get 64-bit flat indices; smaller ones keep 32-bit arithmetic (fewer registers)."""
+    if buf.scope != "global":
+        return False
+    n = buf.numel()
+    return n is None or n >= 2**31
 
 
 def _writes_shared(s) -> bool:

@@ -1,0 +1,44 @@
+"""64-bit index arithmetic: tensors of 2^31 elements or more get `long long` flat indices."""
+
+import pytest
+
+import tilecraft
+import tilecraft.language as T
+from tilecraft.codegen.cuda.build import generate_cuda
+
+
+@tilecraft.jit(out_idx=[1])
+def last_rows(rows, cols, block=128):
+    """Copy the last `block` rows of a [rows, cols] fp16 tensor, one block of columns per CTA."""
+
+    @T.prim_func
+    def copy_tail(A: T.Tensor((rows, cols), "float16"), B: T.Tensor((block, cols), "float16")):
+        with T.Kernel(T.ceildiv(cols, block), threads=128) as bx:
+            tile = T.alloc_shared((block, block), "float16")
+            T.copy(A[rows - block, bx * block], tile)
+            T.copy(tile, B[0, bx * block])
+
+    return copy_tail
+
+
+def test_huge_tensor_indexes_in_64_bits():
+    src = generate_cuda(last_rows(2**18, 2**14).func, "sm_90a").source  # 2^32 elements
+    assert "(long long)(" in src.split("T.copy A")[1]  # A is indexed in 64 bits ...
+    assert "(long long)" not in src.split("T.copy tile")[1].split("\n}")[0]  # ... B is not
+
+
+def test_small_tensor_keeps_32_bit_indices():
+    src = generate_cuda(last_rows(4096, 4096).func, "sm_90a").source
+    assert "long long" not in src.split("extern \"C\"")[1]
+
+
+@pytest.mark.gpu
+def test_tail_of_a_tensor_past_2_31_elements():
+    import torch
+
+    rows, cols = 2**31 // 4096 + 256, 4096  # 2^31 + 2^20 elements, 4 GiB
+    a = torch.empty(rows, cols, dtype=torch.float16, device="cuda")
+    a[-128:].copy_(torch.randn(128, cols, dtype=torch.float16, device="cuda"))
+    b = last_rows(rows, cols)(a)
+    torch.testing.assert_close(b, a[-128:], rtol=0, atol=0)
+    del a
