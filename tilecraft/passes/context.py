@@ -52,6 +52,7 @@ class KernelState:
     swizzled: set[Buffer] = field(default_factory=set)
     smem_bytes: int = 0
     reduce_scratch: dict[int, int] = field(default_factory=dict)  # id(Reduce) -> arena offset
+    smem_arena: list[Any] = field(default_factory=list)  # ArenaItems: live ranges and offsets
 
     @property
     def num_threads(self) -> int:

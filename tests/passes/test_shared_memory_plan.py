@@ -1,0 +1,313 @@
+"""The shared-memory planner: buffers whose lifetimes do not overlap share bytes, buffers live at
+once never do, pipelined buffers keep all their stages, reuse waits for a barrier, and TC503
+still fires when even the reused arena is too big.
+
+Value liveness is checked end to end by running each program on the CPU interpreter twice, once
+with every shared buffer a view into the planned arena (arena_interp.py): a buffer that took the
+bytes of one still live clobbers it and the outputs differ.
+"""
+
+import importlib.util
+import inspect
+import sys
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilecraft.language as T
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.passes import lower
+from tilecraft.passes.plan_shared_memory import aliases
+from tilecraft.targets import H100_SXM
+
+from .arena_interp import run_both
+from .random_programs import random_program
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+from example_configs import CONFIGS, make
+
+# FlashMLA decode as DeepSeek runs it: 128 query heads on one latent KV head, dim 512 + 64 rope.
+FLASH_MLA_PROD = ("flash_mla_prod", "flash_mla", "flash_mla", (4, 128, 1, 8192, 512, 64),
+                  {"block_N": 64, "block_H": 64, "threads": 256})
+SM90_LIMIT = H100_SXM.max_shared_memory_per_block  # 227 KB on sm_90a
+
+
+def _items(state) -> dict[str, object]:
+    return {it.name: it for it in state.smem_arena}
+
+
+def _shares(state, a: str, b: str) -> bool:
+    return (a, b) in aliases(state) or (b, a) in aliases(state)
+
+
+def _assert_plan_is_consistent(state) -> None:
+    """Items live at once never overlap; every item lies in the arena; stages are all kept."""
+    for a, b in combinations(state.smem_arena, 2):
+        if a.live[0] <= b.live[1] and b.live[0] <= a.live[1]:
+            assert a.end <= b.offset or b.end <= a.offset, (a, b)
+    for it in state.smem_arena:
+        assert it.offset % 128 == 0 and it.end <= state.smem_bytes
+        assert it.live[0] <= min(it.uses, default=it.live[0])
+        assert max(it.uses, default=it.live[1]) <= it.live[1]
+    for buf, slot in state.shared.items():
+        assert _items(state)[buf.name].nbytes == slot.nbytes * slot.stages
+
+
+def _assert_same_outputs(func) -> None:
+    plain, arena = run_both(func)
+    for x, y in zip(plain, arena):
+        assert np.array_equal(x, y, equal_nan=True)
+
+
+# ---- reuse -----------------------------------------------------------------------------------
+def _two_phases():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+          C: T.Tensor((128, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A[0, 0], A_s)
+            T.copy(A_s, acc)
+            T.copy(acc, C[0, 0])
+            T.copy(B[0, 0], B_s)  # A_s is dead; the emitter syncs before this write
+            T.copy(B_s, acc)
+            T.copy(acc, C[64, 0])
+    return k
+
+
+def _buf(state, name):
+    return next(b for b in state.shared if b.name == name)
+
+
+def test_buffers_with_disjoint_lifetimes_share_offsets():
+    st = lower(_two_phases(), H100_SXM)
+    assert st.shared[_buf(st, "A_s")].offset == st.shared[_buf(st, "B_s")].offset == 0
+    assert st.smem_bytes == 64 * 64 * 2
+    _assert_same_outputs(_two_phases())
+
+
+def test_a_value_read_in_a_later_iteration_keeps_its_bytes():
+    @T.prim_func
+    def k(X: T.Tensor((32, 256), "float32"), Y: T.Tensor((64, 256), "float32")):
+        with T.Kernel(1, threads=128):
+            S0 = T.alloc_shared((4, 256), "float32")
+            S1 = T.alloc_shared((4, 256), "float32")
+            F = T.alloc_fragment((4, 256), "float32")
+            T.copy(X[0, 0], S0)
+            for i in T.serial(3):
+                T.copy(S0, F)  # S0 was written before the loop: live for all of it
+                T.copy(F, Y[i * 4, 0])
+                T.copy(X[i * 4, 0], S1)
+                T.copy(S1, F)
+                T.copy(F, Y[16 + i * 4, 0])
+    st = lower(k, H100_SXM)
+    assert not _shares(st, "S0", "S1")
+    _assert_same_outputs(k)
+
+
+def test_a_buffer_overwritten_at_the_top_of_each_iteration_is_dead_in_between():
+    @T.prim_func
+    def k(X: T.Tensor((32, 256), "float32"), Y: T.Tensor((64, 256), "float32")):
+        with T.Kernel(1, threads=128):
+            S0 = T.alloc_shared((4, 256), "float32")
+            S1 = T.alloc_shared((4, 256), "float32")
+            F = T.alloc_fragment((4, 256), "float32")
+            for i in T.serial(3):
+                T.copy(X[i * 4, 0], S0)  # kills S0's value of the previous iteration
+                T.copy(S0, F)
+                T.copy(F, Y[i * 4, 0])
+                T.copy(X[8 + i * 4, 0], S1)
+                T.copy(S1, F)
+                T.copy(F, Y[16 + i * 4, 0])
+    st = lower(k, H100_SXM)
+    assert _shares(st, "S0", "S1") and st.smem_bytes == 4 * 256 * 4
+    _assert_same_outputs(k)
+
+
+def test_a_partial_or_conditional_overwrite_does_not_end_a_lifetime():
+    @T.prim_func
+    def k(X: T.Tensor((32, 256), "float32"), Y: T.Tensor((64, 256), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            S0 = T.alloc_shared((4, 256), "float32")
+            S1 = T.alloc_shared((4, 256), "float32")
+            S2 = T.alloc_shared((4, 256), "float32")
+            S3 = T.alloc_shared((4, 256), "float32")
+            F = T.alloc_fragment((4, 256), "float32")
+            T.copy(X[0, 0], S0)
+            T.copy(X[4, 0], S2)
+            for i in T.serial(2):
+                T.copy(X[i * 4, 0], S0[0:2, 0:256])  # rows 2, 3 go around the loop
+                if bx == 0:
+                    T.copy(X[i * 4, 0], S2)  # block 1 keeps S2 from before the loop
+                T.copy(S0, F)
+                T.copy(F, Y[bx * 32 + i * 4, 0])
+                T.copy(S2, F)
+                T.copy(F, Y[bx * 32 + 8 + i * 4, 0])
+                T.copy(X[16, 0], S1)
+                T.copy(S1, F)
+                T.copy(X[20, 0], S3)
+                T.copy(S3, F)
+                T.copy(F, Y[bx * 32 + 16 + i * 4, 0])
+    st = lower(k, H100_SXM)
+    for dead_later in ("S1", "S3"):
+        assert not _shares(st, "S0", dead_later) and not _shares(st, "S2", dead_later)
+    _assert_same_outputs(k)
+
+
+# ---- barriers --------------------------------------------------------------------------------
+def test_pipelined_buffers_keep_all_stages_and_reuse_waits_for_a_barrier():
+    @T.prim_func
+    def k(A: T.Tensor((128, 512), "float16"), C: T.Tensor((128, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            Pre_s = T.alloc_shared((128, 64), "float16")
+            A_s = T.alloc_shared((128, 64), "float16")
+            Post_s = T.alloc_shared((128, 64), "float32")
+            acc = T.alloc_fragment((128, 64), "float32")
+            tile = T.alloc_fragment((128, 64), "float32")
+            T.copy(A[0, 0], Pre_s)
+            T.copy(Pre_s, acc)  # a read with no barrier after it, then the loop's prologue
+            for ko in T.Pipelined(8, num_stages=3):
+                T.copy(A[0, ko * 64], A_s)
+                T.copy(A_s, tile)
+                for i, j in T.Parallel(128, 64):
+                    acc[i, j] += tile[i, j]
+            T.copy(acc, Post_s)  # after the loop's drain barrier
+            T.copy(Post_s, C[0, 0])
+    st = lower(k, H100_SXM)
+    items = _items(st)
+    assert st.shared[_buf(st, "A_s")].stages == 3 and items["A_s"].nbytes == 3 * 128 * 64 * 2
+    assert not _shares(st, "Pre_s", "A_s")  # the prologue's cp.async issue without a barrier
+    assert _shares(st, "A_s", "Post_s")
+    _assert_plan_is_consistent(st)
+    _assert_same_outputs(k)
+
+
+def test_a_barrier_in_one_branch_only_does_not_allow_reuse():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float16"), C: T.Tensor((128, 64), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            E_s = T.alloc_shared((64, 64), "float16")
+            X_s = T.alloc_shared((64, 64), "float16")
+            L_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A[0, 0], E_s)
+            T.copy(E_s, acc)  # the last read of E_s
+            if bx == 0:
+                T.copy(A[0, 0], X_s)  # a barrier on this path only
+                T.copy(X_s, acc)
+            T.copy(A[0, 0], L_s)  # the other path reaches this write with no barrier
+            T.copy(L_s, acc)
+            T.copy(acc, C[bx * 64, 0])
+    st = lower(k, H100_SXM)
+    assert not _shares(st, "E_s", "L_s")
+    _assert_plan_is_consistent(st)
+
+
+def test_reduction_scratch_reuses_a_tile_rewritten_later_in_the_iteration():
+    st = lower(make(FLASH_MLA_PROD).func, H100_SXM)
+    names = _items(st)
+    scratch = [n for n in names if "scratch" in n]
+    assert len(scratch) == 2 and all(_shares(st, "S_shared", n) for n in scratch)
+    assert _shares(st, "KV_shared", "O_shared")
+    assert not _shares(st, "Q_shared", "KV_shared")
+
+
+# ---- whole programs ---------------------------------------------------------------------------
+@pytest.mark.parametrize("cfg", CONFIGS + [FLASH_MLA_PROD], ids=[c[0] for c in CONFIGS] + ["prod"])
+def test_example_plans_never_overlap_live_buffers(cfg):
+    kernel = make(cfg)
+    _assert_plan_is_consistent(lower(kernel.func, H100_SXM))
+    if cfg is FLASH_MLA_PROD:  # the same tiles over a short cache, for the interpreter
+        args = (1, 64, 1, 200, 512, 64)
+        kernel = make(cfg[:3] + (args,) + cfg[4:])
+    _assert_same_outputs(kernel.func)
+
+
+def test_random_programs_never_overlap_live_buffers(tmp_path):
+    reused = 0
+    for seed in range(120):
+        path = tmp_path / f"prog_{seed}.py"
+        path.write_text(random_program(seed))
+        spec = importlib.util.spec_from_file_location(f"smem_prog_{seed}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        func = module.make()
+        st = lower(func, H100_SXM)
+        _assert_plan_is_consistent(st)
+        _assert_same_outputs(func)
+        reused += bool(aliases(st))
+    assert reused >= 20  # the programs do exercise reuse
+
+
+# ---- FlashMLA at production size, and the limit ------------------------------------------------
+def test_production_flash_mla_fits_sm90a_after_reuse(monkeypatch):
+    st = lower(make(FLASH_MLA_PROD).func, H100_SXM)
+    # Q 64 KB + Q_pe 8 KB + KV 2 x 64 KB + K_pe 2 x 8 KB + S 8 KB; O_shared takes KV's bytes
+    # after the loop and both reductions' scratch takes S_shared's (311296 B without reuse).
+    assert st.smem_bytes == 229376 <= SM90_LIMIT
+    pytest.importorskip("cuda.bindings.nvrtc")  # as tests/codegen: skipped without NVRTC
+    from tilecraft.codegen.cuda.build import generate_cuda
+    from tilecraft.runtime import compile_cuda
+
+    monkeypatch.setenv("TILECRAFT_ARCH", "sm_90a")
+    gen = generate_cuda(make(FLASH_MLA_PROD).func)
+    compiled = compile_cuda(gen.source, "sm_90a", name=gen.name)
+    assert compiled.cubin and gen.launch.smem == st.smem_bytes
+
+
+def test_too_much_shared_memory_even_after_reuse_is_tc503():
+    @T.prim_func
+    def k(A: T.Tensor((256, 256), "float16"), C: T.Tensor((256, 256), "float32")):
+        with T.Kernel(1, threads=128):  # TC503
+            A_s = T.alloc_shared((256, 256), "float16")
+            B_s = T.alloc_shared((256, 256), "float16")
+            acc = T.alloc_fragment((128, 128), "float32")
+            T.copy(A[0, 0], A_s)
+            T.copy(A[0, 0], B_s)
+            T.gemm(A_s[0:128, 0:128], B_s[0:128, 0:128], acc)
+            T.copy(acc, C[0, 0])
+
+    with pytest.raises(TilecraftError) as e:
+        lower(k, H100_SXM)
+    assert e.value.code == "TC503" and e.value.fields["need"] == 2 * 256 * 256 * 2
+    assert "after reusing" in str(e.value) and "A_s 131072 B" in str(e.value)
+    lines, first = inspect.getsourcelines(test_too_much_shared_memory_even_after_reuse_is_tc503)
+    assert e.value.line == first + next(i for i, ln in enumerate(lines) if "# TC503" in ln)
+
+
+def test_reuse_makes_room_for_big_tiles_used_one_after_the_other():
+    @T.prim_func
+    def k(A: T.Tensor((256, 256), "float16"), C: T.Tensor((256, 256), "float16")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((256, 256), "float16")
+            B_s = T.alloc_shared((256, 256), "float16")
+            T.copy(A[0, 0], A_s)
+            T.copy(A_s, C[0, 0])
+            T.copy(A[0, 0], B_s)
+            T.copy(B_s, C[0, 0])
+
+    assert lower(k, H100_SXM).smem_bytes == 256 * 256 * 2
+
+
+def test_reuse_inside_a_while_loop_needs_a_barrier_around_the_back_edge():
+    @T.prim_func
+    def k(X: T.Tensor((32, 256), "float32"), Y: T.Tensor((64, 256), "float32")):
+        with T.Kernel(1, threads=128):
+            S0 = T.alloc_shared((4, 256), "float32")
+            S1 = T.alloc_shared((4, 256), "float32")
+            F = T.alloc_fragment((4, 256), "float32")
+            n = T.alloc_var("int32", init=0)
+            while n < 3:
+                T.copy(X[n * 4, 0], S0)  # each S0, S1 is rewritten before it is read
+                T.copy(S0, F)
+                T.copy(X[8 + n * 4, 0], S1)
+                T.copy(S1, F)  # no barrier before the next iteration's write of S0
+                T.copy(F, Y[n * 4, 0])
+                n = n + 1
+    st = lower(k, H100_SXM)
+    assert not _shares(st, "S0", "S1")
+    _assert_same_outputs(k)
