@@ -6,7 +6,8 @@ depends only on the loop variable and values defined outside the loop — and th
 they fill, which get S stages. Everything else in the body is a consumer. Codegen then issues
 the producers of iteration k + S - 1 (cp.async, one commit group per iteration) while the
 consumers of iteration k run (Multistage schedule, as in CUTLASS / TileLang's pipeline).
-Loops with S < 2, or without a qualifying copy, run as plain loops with barriers.
+Loops with S < 2, or without a qualifying copy, run as plain loops with barriers. A buffer
+that is also used outside the loop is not staged (after the loop it would hold a rotated stage).
 
     for ko in T.Pipelined(K // 32, num_stages=3):      plan: producers = (copy A, copy B)
         T.copy(A[by*128, ko*32], A_s)                        buffers   = (A_s, B_s), stages 3
@@ -17,8 +18,8 @@ Loops with S < 2, or without a qualifying copy, run as plain loops with barriers
 from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import Copy, For, LetStmt, Var
-from tilecraft.ir.visitor import region_exprs, walk, walk_expr
+from tilecraft.ir import BufferLoad, BufferStore, Copy, For, LetStmt, TileOp, Var
+from tilecraft.ir.visitor import region_exprs, stmt_children, stmt_exprs, walk, walk_expr
 
 from .context import KernelState, PipelinePlan
 
@@ -39,6 +40,25 @@ def _depends_only_on_outside(copy: Copy, inner: set[Var], loop_var: Var) -> bool
             if isinstance(x, Var) and x in inner and x != loop_var:
                 return False
     return True
+
+
+def _buffers_used_outside(root, loop: For) -> set:
+    """Buffers that statements outside `loop` read or write (a stage rotates inside the loop,
+    so a buffer also used after it would see the wrong stage)."""
+    used: set = set()
+    stack = [root]
+    while stack:
+        s = stack.pop()
+        if s is loop:
+            continue
+        if isinstance(s, TileOp):
+            used.update(r.buffer for r in (*s.reads(), *s.writes()))
+        if isinstance(s, BufferStore):
+            used.add(s.buffer)
+        for e in stmt_exprs(s):
+            used.update(x.buffer for x in walk_expr(e) if isinstance(x, BufferLoad))
+        stack.extend(stmt_children(s))
+    return used
 
 
 def _top_level(body) -> list:
@@ -72,8 +92,9 @@ def plan_pipeline(state: KernelState) -> None:
             else:
                 for r in getattr(s, "writes", lambda: ())():
                     written_elsewhere.add(r.buffer)
+        outside = _buffers_used_outside(state.kernel.body, loop)
         keep = [(p, b) for p, b in zip(producers, buffers)
-                if b not in written_elsewhere and buffers.count(b) == 1]
+                if b not in written_elsewhere and buffers.count(b) == 1 and b not in outside]
         if not keep:
             continue
         state.pipelines[id(loop)] = PipelinePlan(

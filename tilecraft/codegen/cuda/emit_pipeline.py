@@ -43,6 +43,8 @@ def emit_pipelined(em, loop: For) -> None:
         em.close()
         em.w("tc::cp_async_commit();")
 
+    if em.read_since_sync:
+        em.sync()  # the prologue's cp.async writes must not overtake earlier shared reads
     em.w("#pragma unroll")
     em.open(f"for (int pre = 0; pre < {S - 1}; ++pre)")
     producers("pre", "pre")

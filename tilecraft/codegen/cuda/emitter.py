@@ -31,7 +31,8 @@ class KernelEmitter:
         self.frag_local: dict[Buffer, str] = {}  # inside a Parallel loop: fragment -> local index
         self.shared_ptr: dict[Buffer, str] = {}  # shared buffer -> C pointer expression
         self.ranges: dict[Var, tuple[int, int]] = {}  # proven value ranges (bounds-guard removal)
-        self.read_since_sync = False
+        self.read_since_sync = False  # shared memory read since the last barrier
+        self.write_pending = False  # a scalar store to shared memory since the last barrier
         self.uniq = 0
         self.p = ExprPrinter(self.name, self.load)
 
@@ -59,6 +60,7 @@ class KernelEmitter:
     def sync(self) -> None:
         self.w("__syncthreads();")
         self.read_since_sync = False
+        self.write_pending = False
 
     # ---- names and memory -----------------------------------------------------------------
     def name(self, v: Var) -> str:
@@ -118,6 +120,8 @@ class KernelEmitter:
             for c in s.stmts:
                 self.stmt(c)
             return
+        if self.write_pending and not isinstance(s, Allocate) and _reads_shared(s):
+            self.sync()  # a scalar store to shared memory must land before anyone reads it
         fn = EMITTERS.get(type(s))
         if fn is not None:
             writes_shared = _writes_shared(s)
@@ -140,20 +144,29 @@ class KernelEmitter:
                 self.sync()
             self.w(f"{self.ref(s.buffer, [self.p(i) for i in s.indices])} = "
                    f"{self._store_value(s.buffer, s.value)};")
+            self.write_pending = self.write_pending or ws
         elif isinstance(s, If):
+            before = self.read_since_sync
             self.open(f"if ({self.p(s.cond)})")
             self.stmt(s.then_body)
+            after = self.read_since_sync
+            self.read_since_sync = before
             if s.else_body is not None:
                 self.close("} else {")
                 self.indent += 1
                 self.stmt(s.else_body)
             self.close()
+            self.read_since_sync = self.read_since_sync or after  # either branch may have run
         elif isinstance(s, For):
             self.serial_for(s)
         elif isinstance(s, While):
+            before = self.read_since_sync
             self.open(f"while ({self.p(s.cond)})")
             self.stmt(s.body)
+            if _touches_shared(s.body):
+                self.sync()  # the next iteration may overwrite what this one read
             self.close()
+            self.read_since_sync = before or _reads_shared(s.body)
         elif isinstance(s, Break):
             self.w("break;")
         elif isinstance(s, Evaluate):
@@ -206,11 +219,14 @@ class KernelEmitter:
         if s.kind == "unrolled":
             self.w("#pragma unroll")
         end = ext if start == "0" else f"{start} + {ext}"
+        before = self.read_since_sync
         self.open(f"for (int {v} = {start}; {v} < {end}; ++{v})")
         self.stmt(s.body)
         if _touches_shared(s.body):
             self.sync()
         self.close()
+        # the loop may run zero times or break before its last barrier
+        self.read_since_sync = before or _reads_shared(s.body)
 
 
 def needs_64bit_index(buf: Buffer) -> bool:
