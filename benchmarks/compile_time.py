@@ -1,7 +1,14 @@
-"""Cold vs cached compile time of the GEMM kernel (front end -> loaded cubin), and launch overhead.
+"""Cold vs cached time to a ready GEMM kernel, first-launch time, and host launch overhead.
 
-Runs itself twice in fresh processes sharing one empty cache directory: the first is cold, the
-second finds the cubin on disk. Usage: PYTHONPATH=$PWD python3 benchmarks/compile_time.py
+Runs itself in fresh processes sharing one empty cache directory: "cold" builds everything,
+"cached" finds the kernel in the jit cache (no front end, passes, codegen or NVRTC), "cubin
+cache only" turns the jit cache off (TILECRAFT_JIT_CACHE=0) and finds only the cubin.
+Usage: PYTHONPATH=$PWD python3 benchmarks/compile_time.py
+
+"ready" is import tilecraft + the factory call + `kernel.resources` (torch imported and its CUDA
+context made before); "first call" adds loading the cubin onto the GPU and the launch. The host
+time per call is the mean over 2000 back-to-back calls, without synchronizing: with out_idx (the
+kernel allocates C) and without (C passed in, through the RuntimeKernel).
 """
 
 import os
@@ -18,24 +25,45 @@ def one_build() -> None:
     import torch
 
     torch.zeros(1, device="cuda")  # CUDA context outside the measurement
+    a = torch.randn(4096, 4096, dtype=torch.float16, device="cuda")
+    b = torch.randn(4096, 4096, dtype=torch.float16, device="cuda")
+    c = torch.empty(4096, 4096, dtype=torch.float16, device="cuda")
+    torch.cuda.synchronize()
     t0 = time.perf_counter()
     import gemm
 
-    kernel = gemm.matmul(4096, 4096, 4096, 128, 128, 32)
-    kernel.resources  # noqa: B018  (builds and loads the cubin)
-    a = torch.randn(4096, 4096, dtype=torch.float16, device="cuda")
-    b = torch.randn(4096, 4096, dtype=torch.float16, device="cuda")
     t1 = time.perf_counter()
-    c = kernel(a, b)
-    torch.cuda.synchronize()
-    n = 200
+    kernel = gemm.matmul(4096, 4096, 4096, 128, 128, 32)
     t2 = time.perf_counter()
-    for _ in range(n):
-        kernel(a, b)
+    kernel.resources  # noqa: B018  (builds the kernel, or finds it, without loading it)
     t3 = time.perf_counter()
+    out = kernel(a, b)
     torch.cuda.synchronize()
-    print(f"ready in {(t1 - t0) * 1e3:.0f} ms; host time per call {(t3 - t2) / n * 1e6:.1f} us "
-          f"(with out_idx allocation); checksum {c.float().abs().mean().item():.3f}")
+    t4 = time.perf_counter()
+    print(
+        f"ready in {(t3 - t0) * 1e3:.1f} ms (import {(t1 - t0) * 1e3:.1f}, factory "
+        f"{(t2 - t1) * 1e3:.1f}, resources {(t3 - t2) * 1e3:.1f}; jit cache "
+        f"{'hit' if kernel._cached is not None else 'miss'}); first call {(t4 - t3) * 1e3:.1f} ms"
+    )
+
+    from tilecraft.runtime import RuntimeKernel
+
+    rk = kernel._cuda_kernel()
+    plain = RuntimeKernel(rk.compiled, rk.params, rk.launch_spec, rk.source)  # C passed in
+    plain(a, b, c)
+    n = 2000
+    for label, call in (
+        ("with out_idx", lambda: kernel(a, b)),
+        ("C passed", lambda: plain(a, b, c)),
+    ):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(n):
+            call()
+        per_call = (time.perf_counter() - t) / n * 1e6
+        torch.cuda.synchronize()
+        print(f"  host time per call {label}: {per_call:.1f} us")
+    print(f"  checksum {out.float().abs().mean().item():.3f}")
 
 
 if __name__ == "__main__":
@@ -43,6 +71,10 @@ if __name__ == "__main__":
         one_build()
     else:
         env = dict(os.environ, TILECRAFT_CACHE_DIR=tempfile.mkdtemp())
-        for label in ("cold", "cached"):
+        for label, extra in (
+            ("cold", {}),
+            ("cached", {}),
+            ("cubin cache only", {"TILECRAFT_JIT_CACHE": "0"}),
+        ):
             print(label, end=": ", flush=True)
-            subprocess.run([sys.executable, __file__, "child"], env=env, check=True)
+            subprocess.run([sys.executable, __file__, "child"], env={**env, **extra}, check=True)

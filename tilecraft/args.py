@@ -1,7 +1,8 @@
-"""Call-time argument checking and conversion, shared by the interpreter and the GPU runtime.
+"""Call-time argument checking and conversion for the CPU interpreter, on the IR's parameters.
 
-Checks count, rank, shape (binding `T.dynamic` dims), dtype and device before anything runs,
-with errors that name the parameter.
+Checks count, rank, shape (binding `T.dynamic` dims) and dtype before anything runs, with errors
+that name the parameter. Launches on the GPU are checked by the runtime's `ArgChecker` instead
+(tilecraft/runtime/args.py), once, on the parameter list the code generator hands over.
 """
 
 from __future__ import annotations

@@ -8,17 +8,28 @@
 
 Targets: "auto" picks per call from where the tensors live; "interp" always runs the CPU
 interpreter; "cuda" always the GPU. `TILECRAFT_INTERPRET=1` forces the interpreter.
+
+A call on CUDA tensors is one pass of the runtime's argument checker (which also allocates the
+outputs; errors point at the kernel's parameters) and one launch. A factory call in a new process
+finds its CUDA kernel in the jit cache (jit_cache.py) without running the front end; the IR is
+then built only if something needs it (the interpreter, `.func`, `.script()`). This module imports
+neither the IR nor the compiler until they are needed.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from tilecraft.args import bind_arguments, is_torch
+from tilecraft import jit_cache
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import Buffer, PrimFunc, Var
+
+if TYPE_CHECKING:
+    from tilecraft.ir import PrimFunc
+    from tilecraft.runtime import RuntimeKernel
 
 TARGETS = ("auto", "cuda", "interp")
 
@@ -31,11 +42,10 @@ class JITKernel:
     """A prepared kernel: call it with tensors; inspect its IR, CUDA source and resources."""
 
     def __init__(self, func: PrimFunc, out_idx=None, target: str = "auto", arch: str | None = None):
-        if target not in TARGETS:
-            raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-        self.func = func
-        self.target = target
-        self.arch = arch
+        from tilecraft.ir import Buffer
+
+        self._setup(target, arch)
+        self._func = func
         n = len(func.params)
         if out_idx is None:
             out_idx = []
@@ -45,9 +55,38 @@ class JITKernel:
         for i in self.out_idx:
             if not isinstance(func.params[i], Buffer):
                 raise ValueError(f"out_idx {i} names scalar parameter `{func.params[i].name}`")
-        self._cuda = None
+
+    @classmethod
+    def from_cache(
+        cls, cached: jit_cache.CachedKernel, make_func: Callable[[], PrimFunc]
+    ) -> JITKernel:
+        """A kernel rebuilt from a jit-cache entry; `make_func` makes its IR if it is needed."""
+        kernel = cls.__new__(cls)
+        kernel._setup(cached.target, cached.arch)
+        kernel._make_func = make_func
+        kernel._cached = cached
+        kernel.out_idx = list(cached.out_idx)
+        return kernel
+
+    def _setup(self, target: str, arch: str | None) -> None:
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+        self.target = target
+        self.arch = arch
+        self._func: PrimFunc | None = None
+        self._make_func: Callable[[], PrimFunc] | None = None
+        self._cached: jit_cache.CachedKernel | None = None  # not yet turned into a RuntimeKernel
+        self._save_as: str | None = None  # the jit-cache key the CUDA build is saved under
+        self._cuda: RuntimeKernel | None = None
 
     # ---- inspection --------------------------------------------------------------------
+    @property
+    def func(self) -> PrimFunc:
+        """The kernel's Tile IR (made on first use when the kernel came from the jit cache)."""
+        if self._func is None:
+            self._func = self._make_func()  # type: ignore[misc]
+        return self._func
+
     @property
     def params(self):
         return self.func.params
@@ -56,16 +95,48 @@ class JITKernel:
         """The kernel's Tile IR as readable script."""
         return self.func.script()
 
-    def _cuda_kernel(self):
+    def _cuda_kernel(self) -> RuntimeKernel:
         if self._cuda is None:
-            try:
-                from tilecraft.codegen.cuda.build import build_cuda_kernel
-            except ImportError:
-                raise TilecraftError("TC502", span=self.func.span, detail="CUDA code generation",
-                                     hint="run on the interpreter (CPU tensors or "
-                                     "TILECRAFT_INTERPRET=1) until the CUDA backend lands") from None
-            self._cuda = build_cuda_kernel(self.func, arch=self.arch)
+            if self._cached is not None:
+                self._cuda = self._cached.record.runtime_kernel()
+            else:
+                self._cuda = self._build_cuda()
         return self._cuda
+
+    def _build_cuda(self) -> RuntimeKernel:
+        try:
+            from tilecraft.codegen.cuda.build import build_cuda_kernel
+        except ImportError:
+            raise TilecraftError(
+                "TC502",
+                span=self.func.span,
+                detail="CUDA code generation",
+                hint="run on the interpreter (CPU tensors or "
+                "TILECRAFT_INTERPRET=1) until the CUDA backend lands",
+            ) from None
+        from tilecraft.runtime import ArgChecker, RuntimeKernel
+
+        func = self.func
+        cuda = build_cuda_kernel(func, arch=self.arch)
+        built = cuda.runtime
+        checker = ArgChecker(
+            built.params,
+            kernel=func.name,
+            outputs=self._out_names(),
+            spans={p.name: p.span for p in func.params if p.span is not None},
+            span=func.span,
+        )
+        kernel = RuntimeKernel(
+            built.compiled, built.params, built.launch_spec, built.source, checker=checker
+        )
+        grid = _lowered_grid(cuda)
+        if self._save_as is not None and grid is not None:
+            entry = jit_cache.describe(
+                kernel, grid, out_idx=self.out_idx, target=self.target, arch=self.arch
+            )
+            if entry is not None:
+                jit_cache.save(self._save_as, entry)
+        return kernel
 
     def get_kernel_source(self) -> str:
         """The generated CUDA C++."""
@@ -82,29 +153,34 @@ class JITKernel:
         return Profiler(self, *args, **kwargs)
 
     # ---- calling -----------------------------------------------------------------------
-    def _backend_for(self, tensors: list[Any]) -> str:
-        if _interpret_forced() or self.target == "interp":
-            return "interp"
-        if self.target == "cuda":
-            return "cuda"
-        on_gpu = [t for t in tensors if is_torch(t) and t.device.type == "cuda"]
-        return "cuda" if on_gpu else "interp"
-
     def __call__(self, *args):
-        inputs = list(args)
-        n_in = len(self.func.params) - len(self.out_idx)
-        if self.out_idx and len(inputs) != n_in:
-            raise TilecraftError("TC301", span=self.func.span, kernel=self.func.name,
-                                 expected=n_in, got=len(inputs),
-                                 out_hint=f"; outputs {self._out_names()} are allocated and returned")
-        full = self._with_outputs(inputs) if self.out_idx else inputs
-        bind_arguments(self.func, full)
-        if self._backend_for(full) == "interp":
-            from tilecraft import interp
+        if self._on_interpreter(args):
+            return self._interpret(list(args))
+        return self._cuda_kernel()(*args)
 
-            interp.run(self.func, full)
-        else:
-            self._cuda_kernel()(*full)
+    def _on_interpreter(self, args: tuple) -> bool:
+        if self.target == "interp" or _interpret_forced():
+            return True
+        if self.target == "cuda":
+            return False
+        return not any(getattr(a, "is_cuda", False) for a in args)
+
+    def _interpret(self, inputs: list[Any]):
+        from tilecraft import interp
+
+        func = self.func
+        n_in = len(func.params) - len(self.out_idx)
+        if self.out_idx and len(inputs) != n_in:
+            raise TilecraftError(
+                "TC301",
+                span=func.span,
+                kernel=func.name,
+                expected=n_in,
+                got=len(inputs),
+                out_hint=f"; outputs {self._out_names()} are allocated and returned",
+            )
+        full = self._with_outputs(inputs) if self.out_idx else inputs
+        interp.run(func, full)  # checks the arguments first
         if not self.out_idx:
             return None
         outs = [full[i] for i in self.out_idx]
@@ -115,6 +191,9 @@ class JITKernel:
 
     def _with_outputs(self, inputs: list[Any]) -> list[Any]:
         import torch
+
+        from tilecraft.args import is_torch
+        from tilecraft.ir import Buffer, Var
 
         in_params = [p for i, p in enumerate(self.func.params) if i not in self.out_idx]
         dims = {}
@@ -136,20 +215,36 @@ class JITKernel:
                 elif isinstance(d, Var) and d in dims:
                     shape.append(dims[d])
                 else:
-                    raise TilecraftError("TC108", span=p.span, detail=f"cannot size output "
-                                         f"`{p.name}`: dimension `{d}` is not set by any input",
-                                         hint="give the output a static shape or pass it in")
+                    raise TilecraftError(
+                        "TC108",
+                        span=p.span,
+                        detail=f"cannot size output "
+                        f"`{p.name}`: dimension `{d}` is not set by any input",
+                        hint="give the output a static shape or pass it in",
+                    )
             full.append(torch.empty(shape, dtype=p.dtype.torch_dtype, device=device))
         return full
 
 
-class JITFactory:
-    """`@tilecraft.jit` on a factory: calling it builds (once per argument set) a JITKernel."""
+def _lowered_grid(cuda: Any) -> tuple | None:
+    """The IR of the grid the code generator launched (None when the build does not say)."""
+    state = getattr(getattr(cuda, "generated", None), "state", None)
+    launch = getattr(state, "kernel", None)
+    return None if launch is None else launch.grid
 
-    def __init__(self, factory, **options):
+
+class JITFactory:
+    """`@tilecraft.jit` on a factory: calling it prepares (once per argument set) a JITKernel.
+
+    In memory, kernels are kept per argument set; on disk, the jit cache keeps the CUDA kernel of
+    each call (see jit_cache.py), so a new process skips the front end, passes and code generation.
+    """
+
+    def __init__(self, factory, *, cache: bool = True, **options):
         self.factory = factory
         self.options = options
-        self._cache: dict[Any, JITKernel] = {}
+        self.cache = cache
+        self._kernels: dict[Any, JITKernel] = {}
         functools.update_wrapper(self, factory)
 
     def __call__(self, *args, **kwargs) -> JITKernel:
@@ -158,31 +253,70 @@ class JITFactory:
             hash(key)
         except TypeError:
             key = None
-        if key is not None and key in self._cache:
-            return self._cache[key]
-        result = self.factory(*args, **kwargs)
-        if isinstance(result, JITKernel):
-            kernel = result
-        elif isinstance(result, PrimFunc):
-            kernel = JITKernel(result, **self.options)
-        else:
-            raise TypeError(f"`{self.factory.__name__}` must return a T.prim_func, got "
-                            f"{type(result).__name__}")
+        if key is not None and key in self._kernels:
+            return self._kernels[key]
+        kernel = self._prepare(args, kwargs)
         if key is not None:
-            self._cache[key] = kernel
+            self._kernels[key] = kernel
+        if self._explicit_arch() and kernel.target != "interp" and not _interpret_forced():
+            kernel._cuda_kernel()  # an explicit arch builds the cubin now, GPU or not
         return kernel
 
+    def _explicit_arch(self) -> bool:
+        return bool(self.options.get("arch") or os.environ.get("TILECRAFT_ARCH"))
 
-def jit(func=None, *, out_idx=None, target: str = "auto", arch: str | None = None, **_ignored):
-    """Decorate a kernel factory (or a `T.prim_func`) to get cached, callable kernels."""
-    options = dict(out_idx=out_idx, target=target, arch=arch)
+    def _prepare(self, args: tuple, kwargs: dict) -> JITKernel:
+        disk_key = None
+        if self.cache and jit_cache.enabled():
+            disk_key = jit_cache.call_key(self.factory, args, kwargs, self.options)
+        if disk_key is not None:
+            cached = jit_cache.load(disk_key)
+            if cached is not None:
+                return JITKernel.from_cache(cached, lambda: self._build(args, kwargs).func)
+        kernel = self._build(args, kwargs)
+        if kernel._cuda is None:
+            kernel._save_as = disk_key
+        return kernel
+
+    def _build(self, args: tuple, kwargs: dict) -> JITKernel:
+        from tilecraft.ir import PrimFunc
+
+        result = self.factory(*args, **kwargs)
+        if isinstance(result, JITKernel):
+            return result
+        if isinstance(result, PrimFunc):
+            return JITKernel(result, **self.options)
+        raise TypeError(
+            f"`{self.factory.__name__}` must return a T.prim_func, got {type(result).__name__}"
+        )
+
+
+def jit(
+    func=None,
+    *,
+    out_idx=None,
+    target: str = "auto",
+    arch: str | None = None,
+    cache: bool = True,
+    **_ignored,
+):
+    """Decorate a kernel factory (or a `T.prim_func`) to get cached, callable kernels.
+
+    `cache=False` keeps the factory's kernels out of the disk jit cache (as does
+    `TILECRAFT_JIT_CACHE=0` for every factory)."""
+    options = {"out_idx": out_idx, "target": target, "arch": arch}
     if func is None:
-        return lambda f: jit(f, **options)
-    if isinstance(func, PrimFunc):
-        return JITKernel(func, **options)
-    return JITFactory(func, **options)
+        return lambda f: jit(f, cache=cache, **options)
+    if not isinstance(func, types.FunctionType):
+        from tilecraft.ir import PrimFunc
+
+        if isinstance(func, PrimFunc):
+            return JITKernel(func, **options)
+    return JITFactory(func, cache=cache, **options)
 
 
-def compile(func: PrimFunc, out_idx=None, target: str = "auto", arch: str | None = None) -> JITKernel:  # noqa: A001
+def compile(
+    func: PrimFunc, out_idx=None, target: str = "auto", arch: str | None = None
+) -> JITKernel:
     """Prepare a `T.prim_func` for calling."""
     return JITKernel(func, out_idx=out_idx, target=target, arch=arch)

@@ -8,6 +8,7 @@ from cuda_sources import VECTOR_ADD_KERNEL
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.runtime import (
+    ArgChecker,
     CudaUnavailableError,
     LaunchArgumentError,
     LaunchSpec,
@@ -168,3 +169,99 @@ def test_launch_without_gpu_is_a_clear_error():
         match="this machine has no CUDA GPU; compiled for sm_90a, cannot launch",
     ):
         require_gpu("sm_90a")
+
+
+OUT_PARAMS = (
+    TensorParam("A", "float16", ("m", 64)),
+    TensorParam("C", "float32", ("m", 32)),
+    ScalarParam("m", "int32", dim="m"),
+)
+
+
+def test_outputs_are_allocated_from_the_bound_dims_and_not_passed():
+    checker = ArgChecker(OUT_PARAMS, kernel="proj", outputs=("C",))
+    assert [p.name for p in checker.caller_params] == ["A"]
+    a = torch.zeros(5, 64, dtype=torch.float16)
+    bound = checker.bind([a], require_cuda=False)
+    (c,) = bound.outputs
+    assert c.shape == (5, 32) and c.dtype == torch.float32 and c.device == a.device
+    assert bound.values == (a.data_ptr(), c.data_ptr(), 5)
+
+
+def test_count_error_names_the_outputs():
+    checker = ArgChecker(OUT_PARAMS, kernel="proj", outputs=("C",))
+    with pytest.raises(LaunchArgumentError) as info:
+        checker.bind([torch.zeros(5, 64, dtype=torch.float16)] * 2, require_cuda=False)
+    assert info.value.code == "TC301"
+    assert "takes 1 argument(s), got 2" in str(info.value)
+    assert "outputs ['C'] are allocated and returned" in str(info.value)
+
+
+def test_an_output_no_input_can_size_is_an_error():
+    params = (TensorParam("A", "float32", (4,)), TensorParam("C", "float32", ("k",)))
+    checker = ArgChecker(params, outputs=("C",))
+    with pytest.raises(TilecraftError) as info:
+        checker.bind([torch.zeros(4)], require_cuda=False)
+    assert info.value.code == "TC108" and "dimension `k` is not set by any input" in str(info.value)
+    with pytest.raises(ValueError, match="not tensor parameters"):
+        ArgChecker(params, outputs=("m",))
+
+
+def test_errors_point_at_the_given_source_spans(tmp_path):
+    from tilecraft.diagnostics import Span
+
+    src = tmp_path / "k.py"
+    src.write_text("def k(\n    A: T.Tensor((m, 64)),\n):\n")
+    spans = {"A": Span(str(src), 2, 4, 24)}
+    checker = ArgChecker(
+        OUT_PARAMS, kernel="proj", outputs=("C",), spans=spans, span=Span(str(src), 1, 0)
+    )
+    with pytest.raises(LaunchArgumentError) as info:
+        checker.bind([torch.zeros(5, 65, dtype=torch.float16)], require_cuda=False)
+    assert info.value.code == "TC302" and info.value.line == 2
+    assert "A: T.Tensor((m, 64))" in str(info.value) and "^^^^" in str(info.value)
+    with pytest.raises(LaunchArgumentError) as info:
+        checker.bind([], require_cuda=False)
+    assert info.value.line == 1
+
+
+def test_a_dim_bound_by_a_stride_is_checked_against_its_other_uses():
+    params = (
+        TensorParam("X", "float32", ("m", "n"), strides=("ld", 1)),
+        TensorParam("Y", "float32", ("ld",)),
+    )
+    x = torch.zeros(4, 10)[:, :6]
+    assert check_args(params, [x, torch.zeros(10)], require_cuda=False).dims["ld"] == 10
+    with pytest.raises(LaunchArgumentError) as info:
+        check_args(params, [x, torch.zeros(9)], require_cuda=False)
+    assert info.value.code == "TC305" and "`ld` is 10 (in `X`)" in str(info.value)
+
+
+def test_static_sizes_are_checked_before_dims_are_bound():
+    err = error(*args(C=torch.zeros(9, 16), A=torch.zeros(8, 63, dtype=torch.float16)))
+    assert err.code == "TC302"
+
+
+def test_scalars_accept_index_and_float_like_values():
+    import numpy as np
+
+    params = (ScalarParam("k", "int64"), ScalarParam("x", "float32"), ScalarParam("u", "uint32"))
+    bound = check_args(params, [np.int64(3), 2, torch.tensor(7)], require_cuda=False)
+    assert bound.values == (3, 2.0, 7) and type(bound.values[1]) is float
+    for bad in ([True, 1.0, 1], [1, "1", 1], [1, 1.0, -1]):
+        with pytest.raises(LaunchArgumentError):
+            check_args(params, bad, require_cuda=False)
+
+
+def test_a_kernel_refuses_a_checker_made_for_other_params():
+    compiled = RuntimeKernel.from_source(
+        VECTOR_ADD_KERNEL,
+        "vector_add",
+        (TensorParam("a", "float32", ("n",)),),
+        LaunchSpec(grid=(1,), block=(32,)),
+        arch="sm_80",
+    ).compiled
+    with pytest.raises(ValueError, match="other parameters"):
+        RuntimeKernel(
+            compiled, OUT_PARAMS, LaunchSpec(grid=(1,), block=(32,)), checker=ArgChecker(PARAMS)
+        )

@@ -7,9 +7,20 @@ struct types (CUlaunchConfig, CUstream, ...), which work without a driver.
 import ctypes
 
 import pytest
+import torch
 from cuda.bindings import driver as real
 
-from tilecraft.runtime import CudaDriverError, CudaUnavailableError
+from tilecraft.runtime import (
+    CompiledCubin,
+    CudaDriverError,
+    CudaUnavailableError,
+    LaunchArgumentError,
+    LaunchSpec,
+    Resources,
+    RuntimeKernel,
+    ScalarParam,
+    TensorParam,
+)
 from tilecraft.runtime import driver as drv_mod
 from tilecraft.runtime import launch as launch_mod
 from tilecraft.runtime import module as module_mod
@@ -145,3 +156,51 @@ def test_wrong_device_arch_is_refused_before_loading(fake, monkeypatch):
     monkeypatch.setattr(drv_mod, "device_capability", lambda device: (8, 6))
     LoadedKernel(CUBIN, "k", "sm_80").on(0)  # sm_80 machine code runs on 8.6
     assert "load" in fake.calls
+
+
+class FakeCudaTensor(torch.Tensor):
+    """A CPU tensor that says it lives on a CUDA device (for the checker's device test)."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+    index = 0
+
+    @property
+    def device(self):
+        return torch.device("cuda", self.index)
+
+    @property
+    def is_cuda(self):
+        return True
+
+    def get_device(self):
+        return self.index
+
+
+def on_cuda(t, index=0):
+    fake = torch.Tensor._make_subclass(FakeCudaTensor, t)
+    fake.index = index
+    return fake
+
+
+def test_a_kernel_call_checks_once_then_launches_the_pointers_and_grid(fake):
+    params = (TensorParam("x", "float32", ("n",)), ScalarParam("n", "int32", dim="n"))
+    launch = LaunchSpec(grid=(lambda d: (d["n"] + 127) // 128,), block=(128,))
+    compiled = CompiledCubin("k", "sm_90a", CUBIN, Resources(registers=8))
+    kernel = RuntimeKernel(compiled, params, launch)
+    x = on_cuda(torch.zeros(1000))
+    assert kernel(x, stream=0x77) is None
+    assert fake.launches == [((8, 1, 1), (128, 1, 1), 0, 0x77, 0, (x.data_ptr(), 1000))]
+    with pytest.raises(LaunchArgumentError) as info:
+        kernel(on_cuda(torch.zeros(10, dtype=torch.float64)), stream=0)
+    assert info.value.code == "TC303" and len(fake.launches) == 1
+
+
+def test_tensors_on_two_devices_are_refused_before_launch(fake):
+    params = (TensorParam("a", "float32", (4,)), TensorParam("b", "float32", (4,)))
+    compiled = CompiledCubin("k", "sm_90a", CUBIN, Resources(registers=8))
+    kernel = RuntimeKernel(compiled, params, LaunchSpec(grid=(1,), block=(32,)))
+    with pytest.raises(LaunchArgumentError, match="`b` is on cuda:1, expected cuda:0"):
+        kernel(on_cuda(torch.zeros(4)), on_cuda(torch.zeros(4), index=1), stream=0)
+    with pytest.raises(LaunchArgumentError, match="`b` is on cpu"):
+        kernel(on_cuda(torch.zeros(4)), torch.zeros(4), stream=0)
+    assert fake.launches == []

@@ -4,46 +4,137 @@ Everything a kernel uses: kernel & parameters (prim_func, Tensor, Kernel, dynami
 (alloc_shared/fragment/local/var), tile ops (copy, gemm, reduce_*, cumsum, fill, clear,
 atomic_*), loops (Parallel, Pipelined, serial, unroll, vectorized), scheduling (use_swizzle,
 annotate_layout), math, and debugging (print, device_assert).
+
+Names are imported on first use (`T.gemm` loads `tilecraft.language.tileops`, and with it the
+IR), so importing the language costs nothing when a kernel comes from the jit cache.
 """
 
-from tilecraft.ir import GemmWarpPolicy
+from __future__ import annotations
 
-from .alloc import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
-from .kernel import (Buffer, DTypeHandle, Kernel, Tensor, _handle, dynamic, get_block_binding,
-                     get_thread_binding, prim_func, symbolic)
-from .loops import Parallel, Pipelined, serial, unroll, vectorized
-from .math import (Cast, abs, ceil, ceildiv, clamp, cast, cos, erf, exp, exp2, floor, floordiv,
-                   floormod, fma, if_then_else, infinity, log, log2, log10, max, max_value, min,
-                   min_value, pow, round, rsqrt, sigmoid, sin, sqrt, tan, tanh, trunc)
-from .schedule import annotate_layout, call_extern, device_assert, import_source, print, use_swizzle
-from .tileops import (atomic_add, atomic_max, atomic_min, clear, copy, cumsum, fill, gemm, reduce,
-                      reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum)
+import importlib
 
-float16 = _handle("float16")
-float32 = _handle("float32")
-float64 = _handle("float64")
-bfloat16 = _handle("bfloat16")
-float8_e4m3 = _handle("float8_e4m3")
-float8_e5m2 = _handle("float8_e5m2")
-int8 = _handle("int8")
-int16 = _handle("int16")
-int32 = _handle("int32")
-int64 = _handle("int64")
-uint8 = _handle("uint8")
-uint16 = _handle("uint16")
-uint32 = _handle("uint32")
-uint64 = _handle("uint64")
-boolean = _handle("bool")
-half = float16
-float = float32  # noqa: A001
-double = float64
+#: submodule -> the names it gives the language
+_EXPORTS: dict[str, list[str]] = {
+    "alloc": ["alloc_fragment", "alloc_global", "alloc_local", "alloc_shared", "alloc_var"],
+    "kernel": [
+        "Buffer",
+        "DTypeHandle",
+        "Kernel",
+        "Tensor",
+        "dynamic",
+        "get_block_binding",
+        "get_thread_binding",
+        "prim_func",
+        "symbolic",
+    ],
+    "loops": ["Parallel", "Pipelined", "serial", "unroll", "vectorized"],
+    "math": [
+        "Cast",
+        "abs",
+        "ceil",
+        "ceildiv",
+        "clamp",
+        "cast",
+        "cos",
+        "erf",
+        "exp",
+        "exp2",
+        "floor",
+        "floordiv",
+        "floormod",
+        "fma",
+        "if_then_else",
+        "infinity",
+        "log",
+        "log2",
+        "log10",
+        "max",
+        "max_value",
+        "min",
+        "min_value",
+        "pow",
+        "round",
+        "rsqrt",
+        "sigmoid",
+        "sin",
+        "sqrt",
+        "tan",
+        "tanh",
+        "trunc",
+    ],
+    "schedule": [
+        "annotate_layout",
+        "call_extern",
+        "device_assert",
+        "import_source",
+        "print",
+        "use_swizzle",
+    ],
+    "tileops": [
+        "atomic_add",
+        "atomic_max",
+        "atomic_min",
+        "clear",
+        "copy",
+        "cumsum",
+        "fill",
+        "gemm",
+        "reduce",
+        "reduce_abssum",
+        "reduce_absmax",
+        "reduce_max",
+        "reduce_min",
+        "reduce_sum",
+    ],
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = [n for n in dir() if not n.startswith("_")] + ["layout"]
+#: dtype handles: T.float16, ... (and the aliases boolean, half, float, double)
+_DTYPES: dict[str, str] = {
+    **{
+        n: n
+        for n in [
+            "float16",
+            "float32",
+            "float64",
+            "bfloat16",
+            "float8_e4m3",
+            "float8_e5m2",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "uint16",
+            "uint32",
+            "uint64",
+        ]
+    },
+    "boolean": "bool",
+    "half": "float16",
+    "float": "float32",
+    "double": "float64",
+}
+
+__all__ = [*_HOME, *_DTYPES, "GemmWarpPolicy", "layout"]  # noqa: PLE0604 (all str)
 
 
 def __getattr__(name: str):
-    if name == "layout":  # T.layout.make_swizzled_layout(buf), imported on first use
-        import tilecraft.layout
+    if name in _HOME:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    elif name in _DTYPES:
+        from .kernel import _handle
 
-        return tilecraft.layout
-    raise AttributeError(f"module 'tilecraft.language' has no attribute {name!r}")
+        value = _handle(_DTYPES[name])
+    elif name == "GemmWarpPolicy":
+        from tilecraft.ir import GemmWarpPolicy as value
+    elif name == "layout":  # T.layout.make_swizzled_layout(buf)
+        import tilecraft.layout as value
+    else:
+        raise AttributeError(f"module 'tilecraft.language' has no attribute {name!r}")
+    globals()[name] = value  # later uses are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

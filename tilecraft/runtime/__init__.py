@@ -4,7 +4,7 @@ Never imports tilecraft.ir: the code generator hands over CUDA source, an entry 
 list (`TensorParam`/`ScalarParam`) and a `LaunchSpec`; see docs/runtime.md.
 """
 
-from .args import BoundArgs, check_args
+from .args import ArgChecker, BoundArgs, check_args
 from .cache import KernelCache, cache_dir, cache_key, default_cache
 from .errors import (
     CudaCompileError,
@@ -28,6 +28,7 @@ from .resources import Resources, parse_ptxas_log, resources_from_cubin
 
 __all__ = [
     "TILECRAFT_INCLUDE_DIR",
+    "ArgChecker",
     "BoundArgs",
     "CompileJob",
     "CompiledCubin",

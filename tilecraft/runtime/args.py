@@ -1,16 +1,27 @@
 """Checking call arguments against a kernel's parameter list, before anything is launched.
 
-Checks run in this order, so the error a user sees names the first real problem: argument count,
-then per tensor its type and dtype, rank and shape (binding dynamic dims), strides, then scalars,
-and last the device (all tensors on one CUDA device). Everything but the device check works on CPU
-tensors, so mistakes are reported the same way on a machine without a GPU.
+`ArgChecker(params)` plans the checks once per kernel (per tensor: its torch dtype, rank, static
+sizes, the dynamic dims it binds, its stride rule; per scalar: its range), and `bind(args)` runs
+them on every call; it is the only checker on the launch path. Checks run in this order, so the
+error a user sees names the first real problem: argument count, then per tensor its type and
+dtype, rank and shape (binding dynamic dims), strides, then scalars, and last the device (all
+tensors on one CUDA device). Everything but the device check works on CPU tensors, so mistakes are
+reported the same way on a machine without a GPU.
+
+The jit layer also hands the checker the tensors it allocates (`outputs`: `out_idx`, sized from the
+bound dims) and the user's source spans (`spans` per parameter, `span` for the kernel), so errors
+point at the kernel's definition:
+
+    checker = ArgChecker(params, kernel="gemm", outputs=("C",), spans={"A": span_of_A})
+    bound = checker.bind([a, b])   # BoundArgs(values, dims, device, outputs=(c,))
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
+from ..diagnostics import Span
 from .errors import LaunchArgumentError
 from .params import Param, ScalarParam, TensorParam, torch_dtype
 
@@ -22,135 +33,291 @@ _INT_RANGES = {
 }
 
 
-@dataclass(frozen=True)
-class BoundArgs:
+class BoundArgs(NamedTuple):
     """Checked arguments: one value per parameter (data pointers for tensors), the bound dynamic
-    dims, and the CUDA device index of the tensors (None when there are none or they are on CPU)."""
+    dims, the CUDA device index of the tensors (None when there are none or the device was not
+    checked), and the output tensors the checker allocated."""
 
     values: tuple[int | float, ...]
     dims: dict[str, int]
     device: int | None
+    outputs: tuple[Any, ...] = ()
 
 
 def _fmt_shape(shape: Sequence[object]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + (",)" if len(shape) == 1 else ")")
 
 
-def _bind(
-    dims: dict[str, int], first_in: dict[str, str], name: str, value: int, param: str
-) -> None:
-    if name not in dims:
-        dims[name] = value
-        first_in[name] = param
-    elif dims[name] != value:
-        raise LaunchArgumentError(
-            "TC305",
-            dim=name,
-            first=f"{dims[name]} (in `{first_in[name]}`)",
-            second=value,
-            param=param,
+class _TensorCheck:
+    """The planned checks of one caller-passed tensor parameter."""
+
+    __slots__ = ("arg", "binds", "dtype", "fixed", "param", "rank", "shape", "slot", "strides")
+
+    def __init__(self, param: TensorParam, arg: int, slot: int):
+        self.arg = arg  # position among the caller's arguments
+        self.slot = slot  # position in the kernel's parameter list
+        self.param = param
+        self.dtype = torch_dtype(param.dtype)
+        static = all(isinstance(d, int) for d in param.shape)
+        self.shape = tuple(param.shape) if static else None  # compared in one go when static
+        self.rank = len(param.shape)
+        self.fixed = tuple((i, d) for i, d in enumerate(param.shape) if isinstance(d, int))
+        self.binds = tuple((i, d) for i, d in enumerate(param.shape) if isinstance(d, str))
+        # None: must be contiguous; else (axis, int | name) for every constrained stride
+        self.strides = (
+            None
+            if param.strides is None
+            else tuple((i, s) for i, s in enumerate(param.strides) if s is not None)
         )
 
+    def check(self, x: Any, dims: dict[str, int], checker: ArgChecker) -> None:
+        if x.dtype != self.dtype:
+            raise checker.error(
+                "TC303",
+                self.param.name,
+                got=str(x.dtype).replace("torch.", ""),
+                expected=self.param.dtype,
+                torch_dtype=str(self.dtype),
+            )
+        shape = x.shape
+        if self.shape is not None:
+            if shape != self.shape:
+                raise checker.shape_error(self.param, shape)
+        else:
+            if len(shape) != self.rank:
+                raise checker.shape_error(self.param, shape)
+            for axis, want in self.fixed:
+                if shape[axis] != want:
+                    raise checker.shape_error(self.param, shape)
+            for axis, name in self.binds:
+                got = shape[axis]
+                if dims.setdefault(name, got) != got:
+                    raise checker.dim_error(name, dims[name], got, self.param.name)
+        if self.strides is None:
+            if not x.is_contiguous():
+                raise checker.error("TC306", self.param.name)
+            return
+        got_strides = x.stride()
+        for axis, want in self.strides:
+            got = got_strides[axis]
+            if type(want) is int:
+                if want != got:
+                    raise checker.error("TC306", self.param.name)
+            elif dims.setdefault(want, got) != got:
+                raise checker.dim_error(want, dims[want], got, self.param.name)
 
-def _check_tensor(
-    p: TensorParam, x: object, dims: dict[str, int], first_in: dict[str, str]
-) -> None:
-    import torch
 
-    if not isinstance(x, torch.Tensor):
-        raise LaunchArgumentError(
-            "TC303",
-            param=p.name,
-            got=f"{type(x).__name__} (not a tensor)",
-            expected=p.dtype,
-            torch_dtype=f"torch.{p.dtype}",
-        )
-    want = torch_dtype(p.dtype)
-    if x.dtype != want:
-        raise LaunchArgumentError(
-            "TC303",
-            param=p.name,
-            got=str(x.dtype).replace("torch.", ""),
-            expected=p.dtype,
-            torch_dtype=str(want),
-        )
-    if x.dim() != len(p.shape) or any(
-        isinstance(d, int) and d != s for d, s in zip(p.shape, x.shape)
+class ArgChecker:
+    """The argument checks of one kernel, planned once; `bind(args)` runs them per call."""
+
+    def __init__(
+        self,
+        params: Sequence[Param],
+        *,
+        kernel: str = "kernel",
+        outputs: Sequence[str] = (),
+        spans: Mapping[str, Span] | None = None,
+        span: Span | None = None,
     ):
-        raise LaunchArgumentError(
+        import torch
+
+        self.params = tuple(params)
+        self.kernel = kernel
+        self.spans = dict(spans or {})
+        self.span = span
+        self._tensor_type = torch.Tensor
+        self._empty = torch.empty
+        self._devices: dict[int, Any] = {}
+        out = set(outputs)
+        unknown = out - {p.name for p in self.params if isinstance(p, TensorParam)}
+        if unknown:
+            raise ValueError(f"outputs {sorted(unknown)} are not tensor parameters of {kernel}")
+        caller = [p for p in self.params if not _filled_in(p, out)]
+        self.caller_params = tuple(caller)
+        position = {p.name: i for i, p in enumerate(caller)}
+        slots = list(enumerate(self.params))
+        self._tensors = tuple(
+            _TensorCheck(p, position[p.name], s)
+            for s, p in slots
+            if isinstance(p, TensorParam) and p.name not in out
+        )
+        self._outputs = tuple((s, p, torch_dtype(p.dtype)) for s, p in slots if p.name in out)
+        self.outputs = tuple(p.name for _, p, _ in self._outputs)
+        self._scalars = tuple(
+            (s, p, position.get(p.name), _INT_RANGES.get(p.kind))
+            for s, p in slots
+            if isinstance(p, ScalarParam)
+        )
+        self._first_use: dict[str, str] = {}
+        for t in self._tensors:
+            for name in t.param.dynamic_dims:
+                self._first_use.setdefault(name, t.param.name)
+        self._out_hint = (
+            f"; outputs {list(self.outputs)} are allocated and returned" if self.outputs else ""
+        )
+
+    # ---- the per-call path ---------------------------------------------------------------
+    def bind(self, args: Sequence[object], *, require_cuda: bool = True) -> BoundArgs:
+        """Check `args` (the caller-passed parameters, in order); allocate the outputs."""
+        if len(args) != len(self.caller_params):
+            raise self.error("TC301", None, expected=len(self.caller_params), got=len(args))
+        values: list[Any] = [0] * len(self.params)
+        dims: dict[str, int] = {}
+        device = None
+        mixed = False
+        tensor_type = self._tensor_type
+        for t in self._tensors:
+            x = args[t.arg]
+            if not isinstance(x, tensor_type):
+                raise self.error(
+                    "TC303",
+                    t.param.name,
+                    got=f"{type(x).__name__} (not a tensor)",
+                    expected=t.param.dtype,
+                    torch_dtype=f"torch.{t.param.dtype}",
+                )
+            t.check(x, dims, self)
+            values[t.slot] = x.data_ptr()
+            d = x.get_device() if x.is_cuda else -1
+            if device is None:
+                device = d
+            elif d != device:
+                mixed = True
+        for slot, p, arg, int_range in self._scalars:
+            if arg is not None:
+                values[slot] = self._scalar(p, args[arg], int_range)
+            elif p.dim in dims:
+                values[slot] = self._scalar(p, dims[p.dim], int_range)
+            else:
+                raise ValueError(
+                    f"scalar `{p.name}` is bound to dim `{p.dim}`, which no tensor has"
+                )
+        if not require_cuda:
+            device = None
+        elif mixed or device == -1:
+            self._raise_device_error(args)
+        outputs = self._allocate(values, dims, device, args) if self._outputs else ()
+        return BoundArgs(tuple(values), dims, device, outputs)
+
+    def _scalar(self, p: ScalarParam, x: object, int_range: tuple[int, int] | None) -> int | float:
+        if int_range is None:  # a float kind
+            if type(x) is float:
+                return x
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise self.error(
+                    "TC303", p.name, got=type(x).__name__, expected=p.kind, torch_dtype="float(...)"
+                )
+            return float(x)
+        if type(x) is not int:
+            if isinstance(x, bool) or not hasattr(x, "__index__"):
+                raise self.error(
+                    "TC303", p.name, got=type(x).__name__, expected=p.kind, torch_dtype="int(...)"
+                )
+            x = int(x)  # type: ignore[call-overload]
+        lo, hi = int_range
+        if not lo <= x <= hi:
+            raise self.error(
+                "TC303",
+                p.name,
+                got=f"{x} (out of range)",
+                expected=p.kind,
+                torch_dtype="a smaller value",
+            )
+        return x  # type: ignore[return-value]
+
+    def _allocate(
+        self, values: list[Any], dims: dict[str, int], device: int | None, args: Sequence[object]
+    ) -> tuple[Any, ...]:
+        where = self._device(device, args)
+        outputs = []
+        for slot, p, dtype in self._outputs:
+            shape = []
+            for d in p.shape:
+                if type(d) is not int:
+                    if d not in dims:
+                        raise self.error(
+                            "TC108",
+                            p.name,
+                            detail=f"cannot size output `{p.name}`: "
+                            f"dimension `{d}` is not set by any input",
+                            hint="give the output a static shape or pass it in",
+                        )
+                    d = dims[d]
+                shape.append(d)
+            out = self._empty(shape, dtype=dtype, device=where)
+            values[slot] = out.data_ptr()
+            outputs.append(out)
+        return tuple(outputs)
+
+    def _device(self, device: int | None, args: Sequence[object]) -> Any:
+        """Where outputs go: the inputs' CUDA device, else the first input tensor's device."""
+        if device is not None:
+            where = self._devices.get(device)
+            if where is None:
+                import torch
+
+                where = self._devices[device] = torch.device("cuda", device)
+            return where
+        if self._tensors:
+            return args[self._tensors[0].arg].device  # type: ignore[attr-defined]
+        import torch
+
+        return torch.device("cuda", torch.cuda.current_device())
+
+    # ---- errors --------------------------------------------------------------------------
+    def error(self, code: str, param: str | None, **fields: object) -> LaunchArgumentError:
+        """A catalog error about `param` (None: the whole call), at the user's source if known."""
+        span = self.spans.get(param, self.span) if param is not None else self.span
+        if code == "TC301":
+            fields.update(kernel=self.kernel, out_hint=self._out_hint)
+        return LaunchArgumentError(code, span=span, param=param, **fields)
+
+    def shape_error(self, p: TensorParam, shape: Sequence[int]) -> LaunchArgumentError:
+        return self.error(
             "TC302",
-            param=p.name,
-            got=_fmt_shape(tuple(x.shape)),
+            p.name,
+            got=_fmt_shape(tuple(shape)),
             expected=_fmt_shape(p.shape),
             hint="names in the expected shape are dynamic dimensions",
         )
-    for d, s in zip(p.shape, x.shape):
-        if isinstance(d, str):
-            _bind(dims, first_in, d, int(s), p.name)
-    strides = x.stride()
-    if p.strides is None:
-        if not x.is_contiguous():
-            raise LaunchArgumentError("TC306", param=p.name)
-        return
-    for want_s, got_s in zip(p.strides, strides):
-        if isinstance(want_s, str):
-            _bind(dims, first_in, want_s, int(got_s), p.name)
-        elif want_s is not None and want_s != got_s:
-            raise LaunchArgumentError("TC306", param=p.name)
 
-
-def _check_scalar(p: ScalarParam, x: object) -> int | float:
-    if p.kind.startswith("float"):
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise LaunchArgumentError(
-                "TC303",
-                param=p.name,
-                got=type(x).__name__,
-                expected=p.kind,
-                torch_dtype="float(...)",
-            )
-        return float(x)
-    if isinstance(x, bool) or not hasattr(x, "__index__"):
-        raise LaunchArgumentError(
-            "TC303", param=p.name, got=type(x).__name__, expected=p.kind, torch_dtype="int(...)"
+    def dim_error(self, dim: str, first: int, second: int, param: str) -> LaunchArgumentError:
+        return self.error(
+            "TC305",
+            param,
+            dim=dim,
+            first=f"{first} (in `{self._first_use.get(dim, '?')}`)",
+            second=second,
         )
-    v = int(x)  # type: ignore[call-overload]
-    lo, hi = _INT_RANGES[p.kind]
-    if not lo <= v <= hi:
-        raise LaunchArgumentError(
-            "TC303",
-            param=p.name,
-            got=f"{v} (out of range)",
-            expected=p.kind,
-            torch_dtype="a smaller value",
-        )
-    return v
+
+    def _raise_device_error(self, args: Sequence[object]) -> None:
+        """TC304 for the first tensor not on CUDA, or not on the first tensor's CUDA device."""
+        device, first = None, ""
+        for t in self._tensors:
+            dev = args[t.arg].device  # type: ignore[attr-defined]
+            if dev.type != "cuda":
+                raise self.error(
+                    "TC304",
+                    t.param.name,
+                    got=str(dev),
+                    expected="a CUDA device",
+                    hint="move it with `.cuda()`, or run the kernel with the CPU interpreter",
+                )
+            if device is None:
+                device, first = dev.index or 0, t.param.name
+            elif (dev.index or 0) != device:
+                raise self.error(
+                    "TC304",
+                    t.param.name,
+                    got=str(dev),
+                    expected=f"cuda:{device}",
+                    hint=f"all tensors must be on one device, as `{first}` is",
+                )
 
 
-def _check_device(tensors: list[tuple[str, object]]) -> int | None:
-    device: int | None = None
-    first = ""
-    for name, x in tensors:
-        dev = x.device  # type: ignore[attr-defined]
-        if dev.type != "cuda":
-            raise LaunchArgumentError(
-                "TC304",
-                param=name,
-                got=str(dev),
-                expected="a CUDA device",
-                hint="move it with `.cuda()`, or run the kernel with the CPU interpreter",
-            )
-        if device is None:
-            device, first = dev.index or 0, name
-        elif (dev.index or 0) != device:
-            raise LaunchArgumentError(
-                "TC304",
-                param=name,
-                got=str(dev),
-                expected=f"cuda:{device}",
-                hint=f"all tensors must be on one device, as `{first}` is",
-            )
-    return device
+def _filled_in(p: Param, outputs: set[str]) -> bool:
+    """True for parameters the caller does not pass: dim-bound scalars and outputs."""
+    return (isinstance(p, ScalarParam) and p.dim is not None) or p.name in outputs
 
 
 def check_args(
@@ -160,31 +327,8 @@ def check_args(
     kernel: str = "kernel",
     require_cuda: bool = True,
 ) -> BoundArgs:
-    """Check `args` (tensors and caller-passed scalars, in parameter order) against `params`."""
-    passed = [p for p in params if not (isinstance(p, ScalarParam) and p.dim is not None)]
-    if len(args) != len(passed):
-        raise LaunchArgumentError(
-            "TC301", kernel=kernel, expected=len(passed), got=len(args), out_hint=""
-        )
-    given = dict(zip((p.name for p in passed), args))
-    dims: dict[str, int] = {}
-    first_in: dict[str, str] = {}
-    tensors: list[tuple[str, object]] = []
-    for p in params:
-        if isinstance(p, TensorParam):
-            _check_tensor(p, given[p.name], dims, first_in)
-            tensors.append((p.name, given[p.name]))
-    values: list[int | float] = []
-    for p in params:
-        if isinstance(p, TensorParam):
-            values.append(given[p.name].data_ptr())  # type: ignore[attr-defined]
-        elif p.dim is not None:
-            if p.dim not in dims:
-                raise ValueError(
-                    f"scalar `{p.name}` is bound to dim `{p.dim}`, which no tensor has"
-                )
-            values.append(_check_scalar(p, dims[p.dim]))
-        else:
-            values.append(_check_scalar(p, given[p.name]))
-    device = _check_device(tensors) if require_cuda else None
-    return BoundArgs(tuple(values), dims, device)
+    """Check `args` (tensors and caller-passed scalars, in parameter order) against `params`.
+
+    A one-off `ArgChecker(params, kernel=kernel).bind(args)`; kernels keep their checker.
+    """
+    return ArgChecker(params, kernel=kernel).bind(args, require_cuda=require_cuda)

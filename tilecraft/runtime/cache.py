@@ -76,7 +76,8 @@ def cache_key(source: str, arch: str, options: Iterable[str], compiler_version: 
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary file beside `path`, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
@@ -128,8 +129,8 @@ class KernelCache:
         cubin_path, json_path = self._paths(key)
         meta = dict(entry.meta, resources=entry.resources.to_json(), log=entry.log)
         try:
-            _atomic_write(cubin_path, entry.cubin)
-            _atomic_write(json_path, json.dumps(meta, indent=1).encode())
+            atomic_write(cubin_path, entry.cubin)
+            atomic_write(json_path, json.dumps(meta, indent=1).encode())
         except OSError:
             pass
 

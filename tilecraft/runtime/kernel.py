@@ -10,34 +10,54 @@ kernel.resources.registers        # from ptxas (see resources.py)
 
 Nothing touches the GPU until the first call; compiling and argument checking work on a machine
 without one (a launch there raises CudaUnavailableError).
+
+A call does, in Python: one pass of the kernel's `ArgChecker` (args.py), the grid (precomputed
+when it does not depend on dynamic dims), torch's current stream by one direct call, and
+`Launcher.launch` (launch.py), which writes the values into a prebuilt parameter block.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from .args import BoundArgs, check_args
+from .args import ArgChecker, BoundArgs
 from .driver import require_gpu
 from .launch import Launcher
 from .module import LoadedKernel
 from .nvrtc import CompiledCubin, compile_cuda
-from .params import LaunchSpec, Param, ScalarParam, TensorParam
+from .params import LaunchSpec, Param, TensorParam
 from .resources import Resources
 
 
 class RuntimeKernel:
-    """A cubin's entry function with its parameter list and launch configuration."""
+    """A cubin's entry function with its parameter list and launch configuration.
+
+    `checker` decides what a caller passes (default: every parameter but the dim-bound scalars);
+    the jit layer's checker also allocates and returns outputs and points errors at the source.
+    """
 
     def __init__(
-        self, compiled: CompiledCubin, params: Sequence[Param], launch: LaunchSpec, source: str = ""
+        self,
+        compiled: CompiledCubin,
+        params: Sequence[Param],
+        launch: LaunchSpec,
+        source: str = "",
+        *,
+        checker: ArgChecker | None = None,
     ):
         self.compiled = compiled
         self.params: tuple[Param, ...] = tuple(params)
         self.launch_spec = launch
         self.source = source
+        self.checker = checker or ArgChecker(self.params, kernel=compiled.name)
+        if self.checker.params != self.params:
+            raise ValueError(f"the checker given to `{compiled.name}` has other parameters")
         self.loaded = LoadedKernel(compiled.cubin, compiled.name, compiled.arch)
         kinds = ["pointer" if isinstance(p, TensorParam) else p.kind for p in self.params]
         self._launcher = Launcher(self.loaded, kinds, launch.block_dims(), launch.cluster_dims())
+        dynamic = any(callable(e) for e in launch.grid)
+        self._static_grid = None if dynamic else launch.grid_dims({})
 
     @classmethod
     def from_source(
@@ -74,19 +94,22 @@ class RuntimeKernel:
 
     @property
     def caller_params(self) -> tuple[Param, ...]:
-        """The parameters a caller passes (dim-bound scalars are filled in by the runtime)."""
-        return tuple(p for p in self.params if not (isinstance(p, ScalarParam) and p.dim))
+        """The parameters a caller passes (dim-bound scalars and outputs are filled in)."""
+        return self.checker.caller_params
 
     def get_kernel_source(self) -> str:
         return self.source
 
     def bind(self, *args: object, require_cuda: bool = True) -> BoundArgs:
         """Check `args` without launching; returns the values and the bound dynamic dims."""
-        return check_args(self.params, args, kernel=self.name, require_cuda=require_cuda)
+        return self.checker.bind(args, require_cuda=require_cuda)
 
-    def __call__(self, *args: object, stream: object = None) -> None:
-        """Check the arguments, then launch on `stream` (default: torch's current stream)."""
-        self.launch(*args, stream=stream)
+    def __call__(self, *args: object, stream: object = None) -> Any:
+        """Check the arguments, then launch on `stream` (default: torch's current stream).
+
+        Returns the outputs the checker allocated: None when there are none, the tensor when
+        there is one, else a tuple."""
+        return self.launch(*args, stream=stream)
 
     def launch(
         self,
@@ -94,14 +117,22 @@ class RuntimeKernel:
         grid: tuple[int, ...] | None = None,
         smem: int | None = None,
         stream: object = None,
-    ) -> None:
+    ) -> Any:
         """Launch with optional overrides of the grid and dynamic shared memory of the spec."""
-        bound = self.bind(*args)
-        require_gpu(self.arch)
-        device = bound.device if bound.device is not None else _torch_device()
-        g = self.launch_spec.grid_dims(bound.dims) if grid is None else _pad3(grid)
+        values, dims, device, outputs = self.checker.bind(args)
+        if device is None:  # no tensor arguments
+            require_gpu(self.arch)
+            device = _torch_device()
+        if grid is not None:
+            g = _pad3(grid)
+        else:
+            g = self._static_grid or self.launch_spec.grid_dims(dims)
         dyn = self.launch_spec.smem if smem is None else smem
-        self._launcher.launch(bound.values, g, dyn, device, _stream_handle(stream, device))
+        handle = _current_stream(device) if stream is None else _stream_handle(stream)
+        self._launcher.launch(values, g, dyn, device, handle)
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else outputs
 
 
 def _pad3(v: Sequence[int]) -> tuple[int, int, int]:
@@ -115,12 +146,31 @@ def _torch_device() -> int:
     return torch.cuda.current_device()
 
 
-def _stream_handle(stream: object, device: int) -> int:
-    """Raw CUstream handle: a torch.cuda.Stream, an int handle, or None (torch's current stream)."""
-    if stream is None:
-        import torch
+_raw_stream: Callable[[int], int] | None = None
 
-        return torch.cuda.current_stream(device).cuda_stream
+
+def _current_stream(device: int) -> int:
+    """Raw handle of torch's current stream on `device`."""
+    global _raw_stream
+    if _raw_stream is None:
+        _raw_stream = _find_raw_stream()
+    return _raw_stream(device)
+
+
+def _find_raw_stream() -> Callable[[int], int]:
+    """The cheapest way to ask torch for its current stream: the private
+    `torch._C._cuda_getCurrentRawStream` (what Triton's launcher calls: one C call, no Stream
+    object), else the public `torch.cuda.current_stream(device).cuda_stream`."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+def _stream_handle(stream: object) -> int:
+    """Raw CUstream handle of a torch.cuda.Stream or an int handle."""
     if isinstance(stream, int):
         return stream
     handle = getattr(stream, "cuda_stream", None)

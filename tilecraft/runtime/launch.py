@@ -64,6 +64,7 @@ class Launcher:
         self._config: Any = None
         self._streams: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self._call_name = f"cuLaunchKernelEx({kernel.name})"
 
     def _make_config(self) -> Any:
         drv = driver_module()
@@ -111,7 +112,6 @@ class Launcher:
             config.sharedMemBytes = smem
             config.hStream = self._stream(stream)
             self.params.fill(values)
-            check(
-                drv.cuLaunchKernelEx(config, function, self.params.address, 0),
-                f"cuLaunchKernelEx({self.kernel.name})",
-            )
+            result = drv.cuLaunchKernelEx(config, function, self.params.address, 0)
+        if result[0]:  # anything but CUDA_SUCCESS
+            check(result, self._call_name)

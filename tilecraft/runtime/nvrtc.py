@@ -68,6 +68,19 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
+@functools.lru_cache(maxsize=1)
+def nvrtc_release() -> str:
+    """Which NVRTC compiles here, without loading it (loading libnvrtc takes tens of ms): the
+    version of the installed `nvidia-cuda-nvrtc` wheel, which cuda-bindings loads first; else,
+    with NVRTC from elsewhere, the loaded library's `nvrtc_version()`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"nvidia-cuda-nvrtc {version('nvidia-cuda-nvrtc')}"
+    except PackageNotFoundError:
+        return f"nvrtc {nvrtc_version()}"
+
+
 def _check(err: object, call: str) -> None:
     if int(err) != 0:  # NVRTC_SUCCESS
         raise RuntimeError(f"{call} failed: {getattr(err, 'name', err)}")

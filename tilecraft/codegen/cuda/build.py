@@ -21,7 +21,7 @@ from tilecraft.targets import current_target, target_from_arch
 from .cexpr import ctype
 from .emitter import KernelEmitter
 
-HEADERS = ("common", "mma", "ldmatrix", "cp_async", "reduce", "math", "atomic", "codegen")
+HEADERS = ("common", "mma", "ldmatrix", "cp_async", "reduce", "math", "atomic", "codegen", "scan", "debug")
 
 
 @dataclass

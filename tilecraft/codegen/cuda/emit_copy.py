@@ -5,6 +5,7 @@ are dropped).
     T.copy(A[by*128, k*32], A_s)   ->  per thread: 16-byte chunks c = tid, tid + 128, ...
                                        uint4 load (or cp.async in a pipeline), swizzled store
     T.copy(C_f, C[by*128, bx*128]) ->  per thread: its registers of C_f, guarded stores
+    T.copy(A[bx, 0:8], L_local)    ->  every thread copies the whole region (private arrays)
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def _mem_ptr(em, buf) -> str:
 def emit_copy(em, op: Copy, async_copy: bool = False) -> None:
     s, d = op.src.buffer, op.dst.buffer
     em.comment(op, f"T.copy {s.name} ({s.scope}) -> {d.name} ({d.scope})")
+    if "local" in (s.scope, d.scope):
+        return _local_copy(em, op)
     if s.scope == "fragment" and d.scope == "fragment":
         return _frag_to_frag(em, op)
     if s.scope == "fragment" or d.scope == "fragment":
@@ -108,7 +111,7 @@ def _vector_copy(em, op: Copy, v: int, async_copy: bool) -> None:
     _chunk_loop(em, total, body)
 
 
-def _scalar_copy(em, op: Copy) -> None:
+def _scalar_copy(em, op: Copy, loop=_chunk_loop) -> None:
     shape = tile_shape(op.dst)
     if tile_shape(op.src) != shape or not all(isinstance(n, int) for n in shape):
         raise TilecraftError("TC502", span=op.span, detail="T.copy between regions of "
@@ -126,7 +129,7 @@ def _scalar_copy(em, op: Copy) -> None:
             val = f"(({sg}) ? {val} : {ctype(op.dst.dtype)}(0))"
         em.w(f"if ({dg}) {dref} = {val};" if dg else f"{dref} = {val};")
 
-    _chunk_loop(em, math.prod(shape), body)
+    loop(em, math.prod(shape), body)
 
 
 def _frag_vector_width(lay, frag, mem) -> int:
@@ -134,6 +137,8 @@ def _frag_vector_width(lay, frag, mem) -> int:
     consecutive elements of the tile's last dimension, which is contiguous in memory."""
     if not lay.local_modes or frag.buffer.shape[-1] == 1 or mem.extents[-1] == 1:
         return 1
+    if mem.buffer.scope == "local":
+        return 1  # a thread's private array: registers, not an aligned vector in memory
     m, v = lay.local_modes[-1], lay.local_sizes[-1]
     if lay.dim_modes[-1][-1:] != (m,):
         return 1
@@ -197,3 +202,30 @@ def _frag_to_frag(em, op: Copy) -> None:
     em.w("#pragma unroll")
     em.w(f"for (int li = 0; li < {ls.local_size}; ++li) {op.dst.buffer.name}[li] = "
          f"tc::cast<{t}>({op.src.buffer.name}[li]);")
+
+
+def _local_copy(em, op: Copy) -> None:
+    """T.alloc_local arrays are private to each thread, so every thread copies the whole tile
+    (unrolled: a local array stays in registers only under constant indices). Into memory, every
+    thread stores the same values (tid-independent code gives every thread the same local
+    array, as the interpreter's single copy). A fragment gives each thread only its own
+    elements, so fragment -> local goes through shared memory instead."""
+    s, d = op.src.buffer, op.dst.buffer
+    if s.scope == "fragment" and d.scope == "local":
+        raise TilecraftError("TC502", span=op.span, detail="T.copy from a fragment to a local "
+                             "array (each thread holds only part of the fragment)",
+                             hint="copy the fragment to shared memory, then shared -> local")
+    if s.scope == "fragment" or d.scope == "fragment":
+        return _frag_mem(em, op)  # local -> fragment: each thread reads its elements
+    if {s.scope, d.scope} <= {"local", "global", "shared"}:
+        return _scalar_copy(em, op, loop=_thread_loop)
+    raise TilecraftError("TC502", span=op.span, detail=f"T.copy from {s.scope} to {d.scope}",
+                         hint="")
+
+
+def _thread_loop(em, total: int, body) -> None:
+    """Every thread runs `body` for c = 0 .. total - 1 (for its private arrays)."""
+    em.w("#pragma unroll")
+    em.open(f"for (int c = 0; c < {total}; ++c)")
+    body()
+    em.close()

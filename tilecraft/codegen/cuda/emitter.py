@@ -248,7 +248,9 @@ def _writes_shared(s) -> bool:
 
 def _reads_shared(s) -> bool:
     if isinstance(s, TileOp):
-        return any(r.buffer.scope == "shared" for r in s.reads())
+        return any(r.buffer.scope == "shared" for r in s.reads()) or any(
+            isinstance(y, BufferLoad) and y.buffer.scope == "shared"
+            for e in stmt_exprs(s) for y in walk_expr(e))  # T.print / T.device_assert values
     return _touches_shared(s)
 
 
