@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from flash_attention import flash_attention  # noqa: E402
 from gemm import matmul  # noqa: E402
 
-GEMM = [(128, 128, 32, 3, 128), (128, 128, 32, 4, 128), (128, 128, 64, 3, 128),
-        (128, 256, 32, 3, 256), (256, 128, 32, 3, 256), (128, 256, 32, 4, 256),
-        (256, 128, 32, 4, 256), (128, 256, 64, 3, 256), (256, 128, 64, 3, 256)]
+GEMM = [(128, 256, 64, 3, 256, 4), (128, 256, 64, 3, 256, 8), (128, 256, 64, 3, 256, 16),
+        (128, 256, 64, 4, 256, 8), (256, 128, 64, 3, 256, 8), (128, 128, 32, 3, 128, 8),
+        (128, 128, 64, 3, 128, 8)]
 ATTN = [(128, 64, 2, 256), (128, 64, 2, 128), (128, 128, 2, 256), (64, 64, 2, 128),
         (128, 32, 2, 128), (128, 64, 3, 256)]
 
@@ -34,13 +34,13 @@ def sweep_gemm(M=8192, N=8192, K=8192) -> None:
     flop = 2 * M * N * K
     peer = tflops(flop, lambda: a @ b)
     print(f"GEMM {M}x{N}x{K}: cuBLAS {peer:.1f} TFLOP/s")
-    for bm, bn, bk, st, th in GEMM:
+    for bm, bn, bk, st, th, panel in GEMM:
         try:
-            k = matmul(M, N, K, bm, bn, bk, num_stages=st, threads=th)
+            k = matmul(M, N, K, bm, bn, bk, num_stages=st, threads=th, panel=panel)
             c = k(a, b)
             err = ((c.float() - ref).norm() / ref.norm()).item()
             tf = tflops(flop, lambda: k(a, b))
-            print(f"  {bm}x{bn}x{bk} s{st} t{th}: {tf:6.1f} ({tf / peer:.2f}x) err {err:.1e} "
+            print(f"  {bm}x{bn}x{bk} s{st} t{th} panel {panel}: {tf:6.1f} ({tf / peer:.2f}x) err {err:.1e} "
                   f"regs {k.resources.registers} spill {k.resources.spill_stores}", flush=True)
         except Exception as e:  # noqa: BLE001
             print(f"  {bm}x{bn}x{bk} s{st} t{th}: {type(e).__name__}: {str(e)[:300]}")

@@ -24,6 +24,7 @@ def matmul(
     block_K=32,
     num_stages=3,
     threads=128,
+    panel=8,
     relu=False,
     dtype="float16",
     accum_dtype="float32",
@@ -40,7 +41,7 @@ def matmul(
             B_shared = T.alloc_shared((block_K, block_N), dtype)
             C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
 
-            T.use_swizzle(panel_size=4, order="col")
+            T.use_swizzle(panel_size=panel, order="col")
             T.clear(C_local)
             for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, ko * block_K], A_shared)

@@ -10,10 +10,11 @@ buffered in registers and the loads run one k16 step ahead, across the iteration
         for kk in 0 .. K16-1:                      (unrolled)
             if kk == K16-1: wait stage k+1; barrier; read stage <- k+1
             load fragments of step kk+1 (of stage k+1 when kk == K16-1) into buffer (kk+1) % 2
-            if kk == 0: issue the copies of iteration k+S-1 into the stage read at k-1; commit
+            copies of iteration k+S-1 due at step kk (spread over steps 0 .. K16-2; the
+                last ones commit the group) into the stage read at k-1
             mma.sync on buffer kk % 2
-The copies at kk == 0 overwrite the stage iteration k-1 read; its last fragments were loaded
-before the barrier at the end of iteration k-1, so no warp still reads it.
+The copies overwrite the stage iteration k-1 read; its last fragments were loaded before the
+barrier at the end of iteration k-1, so no warp still reads it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ def emit_gemm_mainloop(em, loop, plan, g: Gemm, producers, read_ptr) -> None:
         load_b2(em, g, f"&b_frag[{buf}][jn][0]", "jn", str(kk))
         em.indent -= 1
 
+    # the copies of one iteration are spread over its first k16 steps (fewer memory
+    # instructions back to back); all are committed before the wait at step k16 - 1
+    n = len(plan.producers)
+    slot = [i * (k16 - 1) // n for i in range(n)]
     em.w(f"tc::cp_async_wait<{S - 2}>();")
     em.sync()
     em.w(f"int stage_r = 0, stage_w = {S - 1};  // stages read and refilled by iteration k_iter")
@@ -72,11 +77,14 @@ def emit_gemm_mainloop(em, loop, plan, g: Gemm, producers, read_ptr) -> None:
             em.sync()
             em.w(f"stage_r = stage_r == {S - 1} ? 0 : stage_r + 1;")
         load((kk + 1) % 2, (kk + 1) % k16)
-        if kk == 0:
+        mine = [p for i, p in enumerate(plan.producers) if slot[i] == kk]
+        if mine:
+            last = kk == slot[-1]
             em.open("")
             em.w(f"const int pre = k_iter + {S - 1};")
-            producers("pre", "stage_w")
-            em.w(f"stage_w = stage_w == {S - 1} ? 0 : stage_w + 1;")
+            producers("pre", "stage_w", mine, commit=last)
+            if last:
+                em.w(f"stage_w = stage_w == {S - 1} ? 0 : stage_w + 1;")
             em.close()
         em.w("#pragma unroll")
         em.open(f"for (int im = 0; im < {tm}; ++im)")

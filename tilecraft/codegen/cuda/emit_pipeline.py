@@ -33,15 +33,17 @@ def emit_pipelined(em, loop: For) -> None:
     stage_elems = {b: em.state.shared[b].nbytes * 8 // b.dtype.bits for b in plan.buffers}
     base = {b: em.shared_ptr[b] for b in plan.buffers}
 
-    def producers(it: str, stage: str) -> None:
+    def producers(it: str, stage: str, ops=None, commit: bool = True) -> None:
+        """Issue the copies `ops` (default: all) of iteration `it` into `stage`."""
         em.open(f"if ({it} < n_iters)")
         em.w(f"const int {v} = {start if start != '0' else ''}{' + ' if start != '0' else ''}{it};")
         for b in plan.buffers:
             em.shared_ptr[b] = f"({base[b]} + {stage} * {stage_elems[b]})"
-        for p in plan.producers:
+        for p in plan.producers if ops is None else ops:
             emit_copy(em, p, async_copy=True)
         em.close()
-        em.w("tc::cp_async_commit();")
+        if commit:
+            em.w("tc::cp_async_commit();")
 
     if em.read_since_sync:
         em.sync()  # the prologue's cp.async writes must not overtake earlier shared reads
