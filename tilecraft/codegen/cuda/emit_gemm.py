@@ -33,22 +33,30 @@ def warp_origin(em, op: Gemm) -> None:
     em.w("const int lane = tid % 32;")
 
 
+def a_rc(op: Gemm, im, kk) -> tuple[str, str]:
+    """Row and column (in A's shared tile) of this lane's ldmatrix.x4 row for A atom (im, kk)."""
+    if not op.transpose_A:
+        return f"warp_m + {im} * 16 + lane % 16", f"{kk} * 16 + lane / 16 * 8"
+    return f"{kk} * 16 + lane % 8 + lane / 16 * 8", f"warp_m + {im} * 16 + (lane / 8) % 2 * 8"
+
+
+def b2_rc(op: Gemm, jn, kk) -> tuple[str, str]:
+    """Row and column (in B's shared tile) of this lane's ldmatrix.x4 row for B atoms jn, jn+1."""
+    if not op.transpose_B:
+        return f"{kk} * 16 + lane % 8 + (lane / 8) % 2 * 8", f"warp_n + {jn} * 8 + lane / 16 * 8"
+    return f"warp_n + {jn} * 8 + lane % 8 + lane / 16 * 8", f"{kk} * 16 + (lane / 8) % 2 * 8"
+
+
 def load_a(em, op: Gemm, dst: str, im: str, kk: str) -> None:
     """ldmatrix.x4 of the A atom (im, kk) into u32[4] `dst`."""
-    A = op.A.buffer
-    if not op.transpose_A:
-        em.w(f"tc::ldmatrix_x4({dst}, {_addr(em, A, f'warp_m + {im} * 16 + lane % 16', f'{kk} * 16 + lane / 16 * 8')});")
-    else:
-        em.w(f"tc::ldmatrix_x4_trans({dst}, {_addr(em, A, f'{kk} * 16 + lane % 8 + lane / 16 * 8', f'warp_m + {im} * 16 + (lane / 8) % 2 * 8')});")
+    fn = "tc::ldmatrix_x4_trans" if op.transpose_A else "tc::ldmatrix_x4"
+    em.w(f"{fn}({dst}, {_addr(em, op.A.buffer, *a_rc(op, im, kk))});")
 
 
 def load_b2(em, op: Gemm, dst: str, jn: str, kk: str) -> None:
     """ldmatrix.x4 of the B atoms (jn, kk) and (jn + 1, kk) into u32[2][2] at `dst`."""
-    B = op.B.buffer
-    if not op.transpose_B:
-        em.w(f"tc::ldmatrix_x4_trans({dst}, {_addr(em, B, f'{kk} * 16 + lane % 8 + (lane / 8) % 2 * 8', f'warp_n + {jn} * 8 + lane / 16 * 8')});")
-    else:
-        em.w(f"tc::ldmatrix_x4({dst}, {_addr(em, B, f'warp_n + {jn} * 8 + lane % 8 + lane / 16 * 8', f'{kk} * 16 + (lane / 8) % 2 * 8')});")
+    fn = "tc::ldmatrix_x4" if op.transpose_B else "tc::ldmatrix_x4_trans"
+    em.w(f"{fn}({dst}, {_addr(em, op.B.buffer, *b2_rc(op, jn, kk))});")
 
 
 def load_b1(em, op: Gemm, dst: str, jn: int, kk: str) -> None:

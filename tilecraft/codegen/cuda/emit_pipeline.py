@@ -51,6 +51,8 @@ def emit_pipelined(em, loop: For) -> None:
     em.open(f"for (int pre = 0; pre < {S - 1}; ++pre)")
     producers("pre", "pre")
     em.close()
+    for b in plan.buffers:
+        em.shared_ptr[b] = base[b]
     producer_ids = {id(p) for p in plan.producers}
     body = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
     consumers = [s for s in body if id(s) not in producer_ids]

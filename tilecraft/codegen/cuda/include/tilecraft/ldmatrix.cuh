@@ -31,6 +31,16 @@ TC_DEVICE void ldmatrix_x4_trans(u32* r, const void* smem_row) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(smem_row)));
 }
 
+// The same with a 32-bit shared-memory address (tc::smem_addr of the tile plus a byte offset).
+TC_DEVICE void ldmatrix_x4(u32* r, u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+TC_DEVICE void ldmatrix_x4_trans(u32* r, u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define TC_HAS_STMATRIX 1
 TC_DEVICE void stmatrix_x1(void* smem_row, const u32* r) {
