@@ -68,6 +68,71 @@ def load_b1(em, op: Gemm, dst: str, jn: int, kk: str) -> None:
         em.w(f"tc::ldmatrix_x2({dst}, {_addr(em, B, f'warp_n + {jn * 8} + lane % 8', f'{kk} * 16 + (lane / 8) % 2 * 8')});")
 
 
+def _c_eval(expr: str, env: dict) -> int:
+    # index expressions print only + * / % << >> ^ & on non-negative ints: C `/` floors
+    return eval(expr.replace("/", "//"), {"__builtins__": {}}, env)
+
+
+def offset_plan(em, g: Gemm, buf, rc, steps: list[tuple[int, int]]) -> dict | None:
+    """Write the per-thread element offsets of the ldmatrix rows of each (atom, kk) in `steps`
+    as (base ^ X) + Y with one per-thread `base`, where one of atom and kk moves the offset by
+    a constant XOR (it flips swizzled chunk bits) and the other by a constant add (it moves by
+    whole swizzle periods): one register serves every load, as in CUTLASS's swizzled
+    iterators. Checked by evaluating the printed offsets for every thread; None when no
+    decomposition holds."""
+    m, n, _, wm, wn, _, _ = gemm_shape(em, g)
+    threads = [{"lane": t % 32, "warp_m": (t // 32) // wn * (m // wm),
+                "warp_n": (t // 32) % wn * (n // wn)} for t in range(wm * wn * 32)]
+    expr = {st: em.flat_index(buf, list(rc(*st))) for st in steps}
+    table = {st: [_c_eval(e, env) for env in threads] for st, e in expr.items()}
+    a0, k0 = steps[0]
+    base = table[(a0, k0)]
+
+    def const(values: set) -> int | None:
+        return values.pop() if len(values) == 1 else None
+
+    for xor_axis in (1, 0):  # which of (atom, kk) flips bits; the other adds
+        x, y = {}, {}
+        for st in steps:
+            xs = (a0, st[1]) if xor_axis else (st[0], k0)
+            ys = (st[0], k0) if xor_axis else (a0, st[1])
+            x[st[xor_axis]] = const({t ^ b for t, b in zip(table[xs], base)})
+            y[st[1 - xor_axis]] = const({t - b for t, b in zip(table[ys], base)})
+        if None in x.values() or None in y.values():
+            continue
+        if all(table[st] == [(b ^ x[st[xor_axis]]) + y[st[1 - xor_axis]] for b in base]
+               for st in steps):
+            return {"base": expr[(a0, k0)], "xor_axis": xor_axis, "x": x, "y": y}
+    return None
+
+
+def planned_load(em, plan: dict, name: str, buf, fn: str, dst: str, atom: int, kk: int,
+                 stage: str = "") -> None:
+    """One ldmatrix at `{name}_smem + stage + ((off ^ X) + Y) * bytes` (see offset_plan)."""
+    st = (atom, kk)
+    x, y = plan["x"][st[plan["xor_axis"]]], plan["y"][st[1 - plan["xor_axis"]]]
+    off = f"{name}_off" if not x else f"({name}_off ^ {x}u)"
+    off = off if not y else f"({off} + {y}u)"
+    em.w(f"{fn}({dst}, {name}_smem{stage} + {off} * {buf.dtype.bits // 8}u);")
+
+
+def operand_plans(em, op: Gemm, kks, smem_of) -> dict:
+    """offset_plan for A and B when they are in shared memory, with their declarations."""
+    _, _, _, _, _, tm, tn = gemm_shape(em, op)
+    plans = {}
+    for name, reg, rc, atoms in (("a", op.A, lambda i, k: a_rc(op, i, k), range(tm)),
+                                 ("b", op.B, lambda j, k: b2_rc(op, j, k), range(0, tn - 1, 2))):
+        if reg.buffer.scope != "shared" or not atoms:
+            continue
+        p = offset_plan(em, op, reg.buffer, rc, [(a, k) for a in atoms for k in kks])
+        if p is not None:
+            plans[name] = p
+            em.w(f"const tc::u32 {name}_off = {p['base']};  // elements; every ldmatrix row of "
+                 "this thread is (off ^ X) + Y")
+            em.w(f"const tc::u32 {name}_smem = tc::smem_addr({smem_of(reg.buffer)});")
+    return plans
+
+
 def emit_gemm(em, op: Gemm) -> None:
     m, n, k, wm, wn, tm, tn = gemm_shape(em, op)
     A, B, C = op.A.buffer, op.B.buffer, op.C.buffer
@@ -78,6 +143,11 @@ def emit_gemm(em, op: Gemm) -> None:
         em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {C.name}[li] = 0.f;")
     em.open("")
     warp_origin(em, op)
+    plans = operand_plans(em, op, range(k // 16), lambda b: em.shared_ptr[b])
+    if plans:
+        _unrolled_k16_steps(em, op, plans)
+        em.close()
+        return
     em.w("#pragma unroll")
     em.open(f"for (int kk = 0; kk < {k // 16}; ++kk)")
     em.w(f"tc::u32 a_frag[{tm}][4];")
@@ -119,3 +189,44 @@ def emit_gemm(em, op: Gemm) -> None:
         em.close()
     em.close()
     em.close()
+
+
+def _unrolled_k16_steps(em, op: Gemm, plans: dict) -> None:
+    """The k16 steps written out, loads at (off ^ X) + Y (B two n8 atoms at a time, used
+    right away: short live ranges)."""
+    _, _, k, _, _, tm, tn = gemm_shape(em, op)
+    A, C, mma = op.A.buffer, op.C.buffer, MMA[op.A.dtype.name]
+    for kk in range(k // 16):
+        em.w(f"// k16 step {kk}")
+        em.open("")
+        em.w(f"tc::u32 a_frag[{tm}][4];")
+        for im in range(tm):
+            if A.scope == "fragment":
+                base = (im * (k // 16) + kk) * 8
+                em.w("#pragma unroll")
+                em.w(f"for (int r = 0; r < 4; ++r) a_frag[{im}][r] = tc::pack2({A.name}[{base} "
+                     f"+ 2 * r], {A.name}[{base} + 2 * r + 1]);")
+            elif "a" in plans:
+                fn = "tc::ldmatrix_x4_trans" if op.transpose_A else "tc::ldmatrix_x4"
+                planned_load(em, plans["a"], "a", A, fn, f"a_frag[{im}]", im, kk)
+            else:
+                load_a(em, op, f"a_frag[{im}]", str(im), str(kk))
+        for jn in range(0, tn, 2):
+            em.open("")
+            width = min(2, tn - jn)
+            em.w(f"tc::u32 b_frag[{width}][2];")
+            if width == 1:
+                load_b1(em, op, "b_frag[0]", jn, str(kk))
+            elif "b" in plans:
+                fn = "tc::ldmatrix_x4" if op.transpose_B else "tc::ldmatrix_x4_trans"
+                planned_load(em, plans["b"], "b", op.B.buffer, fn, "&b_frag[0][0]", jn, kk)
+            else:
+                load_b2(em, op, "&b_frag[0][0]", str(jn), str(kk))
+            em.w("#pragma unroll")
+            em.open(f"for (int im = 0; im < {tm}; ++im)")
+            for w in range(width):
+                em.w(f"float* acc{w} = &{C.name}[(im * {tn} + {jn + w}) * 4];")
+                em.w(f"{mma}(acc{w}, a_frag[im], b_frag[{w}], acc{w});")
+            em.close()
+            em.close()
+        em.close()

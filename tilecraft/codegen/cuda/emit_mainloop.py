@@ -21,45 +21,7 @@ from __future__ import annotations
 
 from tilecraft.ir import Gemm
 
-from .emit_gemm import MMA, a_rc, b2_rc, gemm_shape, load_a, load_b2, warp_origin
-
-
-def _c_eval(expr: str, env: dict) -> int:
-    # index expressions print only + * / % << >> ^ & on non-negative ints: C `/` floors
-    return eval(expr.replace("/", "//"), {"__builtins__": {}}, env)  # noqa: S307
-
-
-def offset_plan(em, g: Gemm, buf, rc, steps: list[tuple[int, int]]) -> dict | None:
-    """Write the per-thread element offsets of the ldmatrix rows of each (atom, kk) in `steps`
-    as (base ^ X) + Y with one per-thread `base`, where one of atom and kk moves the offset by
-    a constant XOR (it flips swizzled chunk bits) and the other by a constant add (it moves by
-    whole swizzle periods): one register serves every load, as in CUTLASS's swizzled
-    iterators. Checked by evaluating the printed offsets for every thread; None when no
-    decomposition holds."""
-    m, n, _, wm, wn, _, _ = gemm_shape(em, g)
-    threads = [{"lane": t % 32, "warp_m": (t // 32) // wn * (m // wm),
-                "warp_n": (t // 32) % wn * (n // wn)} for t in range(wm * wn * 32)]
-    expr = {st: em.flat_index(buf, list(rc(*st))) for st in steps}
-    table = {st: [_c_eval(e, env) for env in threads] for st, e in expr.items()}
-    a0, k0 = steps[0]
-    base = table[(a0, k0)]
-
-    def const(values: set) -> int | None:
-        return values.pop() if len(values) == 1 else None
-
-    for xor_axis in (1, 0):  # which of (atom, kk) flips bits; the other adds
-        x, y = {}, {}
-        for st in steps:
-            xs = (a0, st[1]) if xor_axis else (st[0], k0)
-            ys = (st[0], k0) if xor_axis else (a0, st[1])
-            x[st[xor_axis]] = const({t ^ b for t, b in zip(table[xs], base)})
-            y[st[1 - xor_axis]] = const({t - b for t, b in zip(table[ys], base)})
-        if None in x.values() or None in y.values():
-            continue
-        if all(table[st] == [(b ^ x[st[xor_axis]]) + y[st[1 - xor_axis]] for b in base]
-               for st in steps):
-            return {"base": expr[(a0, k0)], "xor_axis": xor_axis, "x": x, "y": y}
-    return None
+from .emit_gemm import MMA, gemm_shape, load_a, load_b2, operand_plans, planned_load, warp_origin
 
 
 def lone_gemm(em, consumers: list, plan) -> Gemm | None:
@@ -85,26 +47,11 @@ def emit_gemm_mainloop(em, loop, plan, g: Gemm, producers, read_ptr) -> None:
                "ahead")
     warp_origin(em, g)
     em.w(f"tc::u32 a_frag[2][{tm}][4], b_frag[2][{tn}][2];")
-    kks = range(k16)
-    plans = {}
-    for name, buf, rc, atoms in (("a", g.A.buffer, lambda i, k: a_rc(g, i, k), range(tm)),
-                                 ("b", g.B.buffer, lambda j, k: b2_rc(g, j, k),
-                                  range(0, tn, 2))):
-        plan_ = offset_plan(em, g, buf, rc, [(a, k) for a in atoms for k in kks])
-        if plan_ is not None:
-            plans[name] = plan_
-            em.w(f"const tc::u32 {name}_off = {plan_['base']};  // elements; every ldmatrix row "
-                 "of this thread is (off ^ X) + Y")
-            em.w(f"const tc::u32 {name}_smem = tc::smem_addr({em.shared_ptr[buf]});")
+    plans = operand_plans(em, g, range(k16), lambda b: em.shared_ptr[b])
 
     def planned(name: str, buf, fn: str, dst: str, atom: int, kk: int) -> None:
-        p = plans[name]
-        st = (atom, kk)
-        x, y = p["x"][st[p["xor_axis"]]], p["y"][st[1 - p["xor_axis"]]]
-        off = f"{name}_off" if not x else f"({name}_off ^ {x}u)"
-        off = off if not y else f"({off} + {y}u)"
-        stage = (f" + stage_r * {em.state.shared[buf].nbytes}u" if buf in plan.buffers else "")
-        em.w(f"{fn}({dst}, {name}_smem{stage} + {off} * {buf.dtype.bits // 8}u);")
+        stage = f" + stage_r * {em.state.shared[buf].nbytes}u" if buf in plan.buffers else ""
+        planned_load(em, plans[name], name, buf, fn, dst, atom, kk, stage)
 
     def load(buf: int, kk: int) -> None:
         read_ptr()
