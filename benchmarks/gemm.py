@@ -28,7 +28,7 @@ from gemm import matmul  # noqa: E402
 
 SHAPES = [(8192, 1024, 8192), (8192, 8192, 8192), (8192, 28672, 8192), (8192, 8192, 28672)]
 # (block_M, block_N, block_K, stages, threads): the best three of benchmarks/sweep.py on H100
-CONFIGS = [(128, 256, 64, 3, 256), (256, 128, 64, 3, 256), (128, 128, 32, 3, 128)]
+CONFIGS = [(128, 256, 64, 3, 256), (256, 128, 64, 3, 256), (256, 128, 128, 2, 256)]
 
 
 def run_triton(a, b, ref, name):
