@@ -78,10 +78,66 @@ def _chunk_coords(em, cshape: tuple[int, ...]) -> list[str]:
             *_coords(cshape[1:], f"(tid % {inner})")]
 
 
+def _it_step(expr: str) -> int | None:
+    """The constant by which flat index `expr` moves per chunk-loop step `it`, checked for every
+    thread and several values of the other variables; None when it is not constant."""
+    import random
+    import re
+
+    from .emit_gemm import _c_eval
+
+    e = expr
+    names = set(re.findall(r"[A-Za-z_]\w*", e)) - {"tid", "it"}
+    rng = random.Random(0)
+    step = None
+    for _ in range(3):
+        env = {n: rng.randrange(1, 1 << 12) for n in names}
+        for tid in range(0, 1024, 37):
+            try:
+                d = _c_eval(e, {**env, "tid": tid, "it": 1}) - _c_eval(e, {**env, "tid": tid,
+                                                                           "it": 0})
+                d2 = _c_eval(e, {**env, "tid": tid, "it": 3}) - _c_eval(e, {**env, "tid": tid,
+                                                                            "it": 0})
+            except Exception:  # noqa: BLE001  (a name or operator eval cannot follow)
+                return None
+            if d2 != 3 * d or (step is not None and d != step):
+                return None
+            step = d
+    return step
+
+
+def _hoisted_async(em, op: Copy, coords: list[str]) -> tuple[str, str] | None:
+    """Per-thread source pointer and destination shared address for chunk it = 0, when both
+    move by constants per `it` (the cp.async then take immediate offsets)."""
+    s, d = op.src.buffer, op.dst.buffer
+    if s.scope != "global" or d.scope != "shared" or not any("it *" in c for c in coords):
+        return None
+    si, di = region_index(em, op.src, coords), region_index(em, op.dst, coords)
+    sf, df = em.flat_index(s, si), em.flat_index(d, di)
+    if in_bounds(em, op.src, si) or in_bounds(em, op.dst, di):
+        return None
+    ss, ds = _it_step(sf), _it_step(df)
+    if ss is None or ds is None:
+        return None
+    em.w(f"const {ctype(s.dtype)}* src_t = &{s.name}[{sf.replace('it *', '0 *')}];")
+    em.w(f"const tc::u32 dst_t = tc::smem_addr(&{_mem_ptr(em, d)}[{df.replace('it *', '0 *')}]);")
+    return (f"src_t + it * {ss}", f"dst_t + it * {ds * d.dtype.bits // 8}u")
+
+
 def _vector_copy(em, op: Copy, v: int, async_copy: bool) -> None:
     shape = tile_shape(op.src)
     cshape = shape[:-1] + (shape[-1] // v,)
     total = math.prod(cshape)
+    if async_copy:
+        coords = _chunk_coords(em, cshape)
+        coords[-1] = f"{coords[-1]} * {v}"
+        em.open("")
+        hoisted = _hoisted_async(em, op, coords)
+        if hoisted is not None:
+            _chunk_loop(em, total, lambda: em.w(f"tc::cp_async_16({hoisted[1]}, {hoisted[0]});"))
+            em.close()
+            return
+        em.close()
 
     def body():
         coords = _chunk_coords(em, cshape)

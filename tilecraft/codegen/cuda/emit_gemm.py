@@ -9,6 +9,8 @@ A straight from registers when A is a fragment in the mma A layout. Register ind
 
 from __future__ import annotations
 
+import functools
+
 from tilecraft.ir import Gemm
 
 MMA = {"float16": "tc::mma_m16n8k16_f16_f32", "bfloat16": "tc::mma_m16n8k16_bf16_f32"}
@@ -68,9 +70,15 @@ def load_b1(em, op: Gemm, dst: str, jn: int, kk: str) -> None:
         em.w(f"tc::ldmatrix_x2({dst}, {_addr(em, B, f'warp_n + {jn * 8} + lane % 8', f'{kk} * 16 + (lane / 8) % 2 * 8')});")
 
 
-def _c_eval(expr: str, env: dict) -> int:
+@functools.lru_cache(maxsize=4096)
+def _c_code(expr: str):
     # index expressions print only + * / % << >> ^ & on non-negative ints: C `/` floors
-    return eval(expr.replace("/", "//"), {"__builtins__": {}}, env)
+    return compile(expr.replace("(long long)", "").replace("/", "//"), "<index>", "eval")
+
+
+def _c_eval(expr: str, env: dict) -> int:
+    """Value of a printed C index expression for the variable values in `env`."""
+    return eval(_c_code(expr), {"__builtins__": {}}, env)
 
 
 def offset_plan(em, g: Gemm, buf, rc, steps: list[tuple[int, int]]) -> dict | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tilecraft.diagnostics import TilecraftError
 
 
@@ -56,24 +58,39 @@ def replica_index(layout, tid: str) -> str | None:
     return " + ".join(terms) if terms else None
 
 
+def _register_table(src, dst, keep: tuple[int, ...], span) -> list[int]:
+    """For each local index of `src`, the local index in `dst` of the same element on the same
+    thread (numpy over all threads at once: one lookup per (thread, register) pair)."""
+    nt = src.num_threads
+    st = src.index_table()[..., list(keep)]          # [threads, src locals, dims]
+    dt = dst.index_table()                           # [threads, dst locals, dims]
+    size = math.prod(dst.shape)
+    rows = np.arange(nt)[:, None]
+    key_d = (rows * size + np.ravel_multi_index(np.moveaxis(dt, -1, 0), dst.shape)).ravel()
+    loc_d = np.broadcast_to(np.arange(dst.local_size), (nt, dst.local_size)).ravel()
+    order = np.argsort(key_d, kind="stable")
+    key_d, loc_d = key_d[order], loc_d[order]
+    key_s = rows * size + np.ravel_multi_index(np.moveaxis(st, -1, 0), dst.shape)
+    pos = np.minimum(np.searchsorted(key_d, key_s), len(key_d) - 1)
+    loc = np.where(key_d[pos] == key_s, loc_d[pos], -1)  # [threads, src locals]
+    if (loc < 0).any():
+        t, li = (int(x[0]) for x in np.nonzero(loc < 0))
+        raise TilecraftError("TC501", span=span, buffer="(fragment)",
+                             detail=f"thread {t} needs element {tuple(st[t, li])} of a {dst} "
+                             "fragment it does not hold", hint="")
+    if (loc != loc[0]).any():
+        raise TilecraftError("TC502", span=span, detail="a fragment access whose register "
+                             "depends on the thread", hint="")
+    return loc[0].tolist()
+
+
 def local_map(src, dst, keep: tuple[int, ...], span=None) -> str:
     """`dst` local index of the element at local `li` of `src` (same thread), as C in `li`."""
-    table = []
-    for li in range(src.local_size):
-        vals = set()
-        for t in range(src.num_threads):
-            idx = src.map(t, li)
-            pairs = dst.inverse(tuple(idx[d] for d in keep))
-            mine = [loc for th, loc in pairs if th == t]
-            if not mine:
-                raise TilecraftError("TC501", span=span, buffer="(fragment)",
-                                     detail=f"thread {t} needs element {idx} of a {dst} "
-                                     "fragment it does not hold", hint="")
-            vals.add(mine[0])
-        if len(vals) != 1:
-            raise TilecraftError("TC502", span=span, detail="a fragment access whose register "
-                                 "depends on the thread", hint="")
-        table.append(vals.pop())
+    if src.num_threads != dst.num_threads:
+        raise TilecraftError("TC501", span=span, buffer="(fragment)",
+                             detail=f"layouts over {src.num_threads} and {dst.num_threads} "
+                             "threads", hint="")
+    table = _register_table(src, dst, keep, span)
     if table == list(range(src.local_size)):
         return "li"
     sizes = src.local_sizes

@@ -11,6 +11,11 @@ TC_DEVICE void cp_async_16(void* smem, const void* gmem, bool pred = true) {
                :: "r"(smem_addr(smem)), "l"(gmem), "r"(pred ? 16 : 0) : "memory");
 }
 
+// The same with a 32-bit shared-memory address (tc::smem_addr of the tile plus a byte offset).
+TC_DEVICE void cp_async_16(u32 smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem), "l"(gmem) : "memory");
+}
+
 // 4, 8 or 16 bytes through L1 (.ca); addresses aligned to Bytes.
 template <int Bytes>
 TC_DEVICE void cp_async_ca(void* smem, const void* gmem, bool pred = true) {
