@@ -4,6 +4,9 @@
         acc[i, j] = acc[i, j] * s[i]    ->     for (int li = 0; li < 64; ++li) {
                                                  const int i = <row of (tid, li)>; ...
                                                  acc[li] = acc[li] * s[<li -> s's register>];
+A masked store `x = T.if_then_else(a >= b, u, v)` with a - b affine in the loop variables (a
+causal mask) tests the margin's range over the tile once: most tiles take the all-u or all-v
+branch, only tiles the boundary crosses select per element.
 Fragments use their registers (the index folds to a constant after unrolling); memory buffers
 use the logical index. With a replicated layout, only one thread of each replica group writes
 memory.
@@ -11,8 +14,11 @@ memory.
 
 from __future__ import annotations
 
-from tilecraft.ir import BufferStore, ParallelLoop
-from tilecraft.ir.visitor import walk
+from dataclasses import replace
+
+from tilecraft.ir import BinOp, BufferStore, Compare, ParallelLoop, Select, Var
+from tilecraft.ir.simplify import linear_form
+from tilecraft.ir.visitor import walk, walk_expr
 
 from .indexing import frag_coords, local_map, replica_index
 
@@ -40,12 +46,65 @@ def emit_parallel(em, loop: ParallelLoop) -> None:
     guard = rep is not None and mem_store
     if guard:
         em.open(f"if ({rep} == 0)")
+    split = _uniform_select(em, loop)
+    if split is None:
+        _element_loop(em, loop, lay, loop.body)
+    else:  # a mask that is all-true or all-false on most tiles: decide once per tile
+        (lo, hi), store, cond_op = split
+        em.w(f"const int d_lo = {lo}, d_hi = {hi};  // the range of the condition's margin")
+        em.open(f"if ({_holds(cond_op, 'd_lo')} && {_holds(cond_op, 'd_hi')})")
+        _element_loop(em, loop, lay, replace(store, value=store.value.a))
+        em.close(f"}} else if (!{_holds(cond_op, 'd_lo')} && !{_holds(cond_op, 'd_hi')}) {{")
+        em.indent += 1
+        _element_loop(em, loop, lay, replace(store, value=store.value.b))
+        em.close("} else {")
+        em.indent += 1
+        _element_loop(em, loop, lay, loop.body)
+        em.close()
+    if guard:
+        em.close()
+    em.frag_local = saved
+
+
+def _element_loop(em, loop: ParallelLoop, lay, body) -> None:
     em.w("#pragma unroll")
     em.open(f"for (int li = 0; li < {lay.local_size}; ++li)")
     for v, c in zip(loop.vars, frag_coords(lay, "tid", "li")):
         em.w(f"const int {em.name(v)} = {c};")
-    em.stmt(loop.body)
+    em.stmt(body)
     em.close()
-    if guard:
-        em.close()
-    em.frag_local = saved
+
+
+def _holds(op: str, d: str) -> str:
+    return {">=": f"({d} >= 0)", ">": f"({d} > 0)", "<=": f"({d} <= 0)", "<": f"({d} < 0)"}[op]
+
+
+def _uniform_select(em, loop: ParallelLoop):
+    """For `x[...] = T.if_then_else(a <op> b, u, v)` with a - b affine in the loop variables
+    (a causal mask), the C range [d_lo, d_hi] of a - b over the whole tile: where the condition
+    holds at both ends it holds everywhere (monotone margin), so the tile takes one branch
+    without a per-element select. None when the loop is not of that form."""
+    body = loop.body
+    if not (isinstance(body, BufferStore) and isinstance(body.value, Select)
+            and isinstance(body.value.cond, Compare) and body.value.cond.op in
+            (">=", ">", "<=", "<") and all(isinstance(n, int) for n in loop.extents)):
+        return None
+    c = body.value.cond
+    form = linear_form(BinOp.create("-", c.a, c.b))
+    if form is None:
+        return None
+    terms, const = form
+    lo = hi = const
+    rest = []
+    for atom, coeff in terms.items():
+        if atom in loop.vars:
+            n = loop.extents[loop.vars.index(atom)]
+            lo, hi = lo + min(0, coeff * (n - 1)), hi + max(0, coeff * (n - 1))
+        elif any(isinstance(x, Var) and x in loop.vars for x in walk_expr(atom)):
+            return None  # a non-linear use of a loop variable
+        else:
+            rest.append(f"({em.p(atom)}) * {coeff}" if coeff != 1 else f"({em.p(atom)})")
+    if len(rest) == len(terms):
+        return None  # no loop variable: a plain uniform condition
+    outer = " + ".join(rest) if rest else "0"
+    return (f"{outer} + {lo}", f"{outer} + {hi}"), body, c.op
