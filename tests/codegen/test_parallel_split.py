@@ -1,0 +1,28 @@
+"""Masked T.Parallel stores decided once per tile: the printed margin range is exact."""
+
+import re
+import sys
+from pathlib import Path
+
+from tilecraft.codegen.cuda.build import generate_cuda
+from tilecraft.codegen.cuda.emit_gemm import _c_eval
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+
+
+def test_causal_mask_margin_range_is_the_tile_min_and_max():
+    from flash_attention import flash_attention
+
+    bm, bn = 128, 64
+    kernel = flash_attention(1, 2, 1024, 64, True, block_M=bm, block_N=bn, threads=128)
+    src = generate_cuda(kernel.func, "sm_90a").source
+    decl = next(ln for ln in src.splitlines() if "const int d_lo" in ln)
+    lo_expr, hi_expr = re.match(r"\s*const int d_lo = (.*), d_hi = (.*);  //", decl).groups()
+    for bx in range(8):
+        for k in range(8):
+            margins = [(bx * bm + i) - (k * bn + j) for i in (0, bm - 1) for j in (0, bn - 1)]
+            assert _c_eval(lo_expr, {"bx": bx, "k": k}) == min(margins)
+            assert _c_eval(hi_expr, {"bx": bx, "k": k}) == max(margins)
+    # three loops: all kept, all masked, and the per-element select for boundary tiles
+    assert "if ((d_lo >= 0) && (d_hi >= 0))" in src
+    assert "} else if (!(d_lo >= 0) && !(d_hi >= 0)) {" in src
