@@ -13,7 +13,8 @@ import operator
 from dataclasses import dataclass
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import BinOp, Buffer, Cast, Const, PrimFunc, UseSwizzle, Var
+from tilecraft.ir import BinOp, Buffer, Cast, Const, For, LetStmt, PrimFunc, UseSwizzle, Var
+from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import walk
 from tilecraft.passes import lower
 from tilecraft.targets import current_target, target_from_arch
@@ -55,6 +56,28 @@ def _eval(e, dims: dict[str, int]):
                "/": lambda x, y: int(x / y)}
         return ops[e.op](a, b)
     raise TilecraftError("TC502", detail=f"grid size `{e}`", hint="")
+
+
+def _work_grows_with(kernel, v: Var, ranges: dict) -> bool:
+    """Some loop runs more iterations for larger `v` (a causal attention's key loop): launching
+    those blocks first keeps the last wave from being a few long blocks. The order of blocks
+    is not part of the program's meaning, so reversing an axis changes only the schedule."""
+    r = ranges.get(v)
+    if r is None or r[0] == r[1]:
+        return False
+
+    def extents(value: int) -> list:
+        env = {**ranges, v: (value, value)}
+        out = []
+        for s in walk(kernel.body):
+            if isinstance(s, LetStmt) and (b := bound(s.value, env)) is not None:
+                env[s.var] = b
+            elif isinstance(s, For):
+                out.append(bound(s.extent, env))
+        return out
+
+    return any(lo is not None and hi is not None and hi[0] > lo[0] and hi[1] > lo[1]
+               for lo, hi in zip(extents(r[0]), extents(r[1])))
 
 
 def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
@@ -101,7 +124,11 @@ def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
     else:
         rest, start = bvars, 0
     for i, v in enumerate(rest):
-        em.w(f"const int {em.name(v)} = blockIdx.{axes[start + i]};")
+        if _work_grows_with(kernel, v, em.ranges):
+            em.w(f"const int {em.name(v)} = gridDim.{axes[start + i]} - 1 - blockIdx."
+                 f"{axes[start + i]};  // the blocks with the longest loops start first")
+        else:
+            em.w(f"const int {em.name(v)} = blockIdx.{axes[start + i]};")
     em.stmt(kernel.body)
     body = "\n".join(em.lines)
     includes = "\n".join(f'#include "tilecraft/{h}.cuh"' for h in HEADERS)
