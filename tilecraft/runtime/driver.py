@@ -101,6 +101,38 @@ def ensure_context(device: int) -> None:
         check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
 
 
+@functools.lru_cache(maxsize=1)
+def libcuda() -> Any:
+    """ctypes handles to the three driver entry points of the launch fast path (cuLaunchKernel,
+    cuCtxGetCurrent, cuCtxSetCurrent), or None where libcuda cannot be loaded. A ctypes call
+    costs about a microsecond; a cuda-bindings call with its argument objects several."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    c = ctypes
+    lib.cuLaunchKernel.argtypes = [c.c_void_p, *[c.c_uint] * 7, c.c_void_p, c.c_void_p, c.c_void_p]
+    lib.cuLaunchKernel.restype = c.c_int
+    lib.cuCtxGetCurrent.argtypes = [c.POINTER(c.c_void_p)]
+    lib.cuCtxGetCurrent.restype = c.c_int
+    lib.cuCtxSetCurrent.argtypes = [c.c_void_p]
+    lib.cuCtxSetCurrent.restype = c.c_int
+    return lib
+
+
+def ensure_context_fast(device: int, lib: Any, scratch: Any) -> None:
+    """ensure_context through ctypes once the primary context is known (`scratch`: a
+    ctypes.c_void_p the caller owns)."""
+    handle = _primary_handle.get(device)
+    if handle is None:
+        ensure_context(device)
+        return
+    if lib.cuCtxGetCurrent(scratch) or scratch.value != handle:
+        ensure_context(device)
+
+
 def device_capability(device: int) -> tuple[int, int]:
     """Compute capability of `device` as (major, minor)."""
     import torch

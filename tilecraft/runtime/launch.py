@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .driver import check, driver_module, ensure_context
+from .driver import check, driver_module, ensure_context, ensure_context_fast, libcuda
 from .module import LoadedKernel
 
 _CTYPES: dict[str, type] = {
@@ -65,6 +65,11 @@ class Launcher:
         self._streams: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._call_name = f"cuLaunchKernelEx({kernel.name})"
+        # the ctypes fast path: real cuda-bindings (not a test double), no cluster attribute
+        real = getattr(driver_module(), "__name__", "").startswith("cuda")
+        self._lib = libcuda() if real and cluster is None else None
+        self._ctx = ctypes.c_void_p()
+        self._handles: dict[tuple[int, int], int] = {}
 
     def _make_config(self) -> Any:
         drv = driver_module()
@@ -101,6 +106,8 @@ class Launcher:
                     raise ValueError(f"grid.{axis}={g} is not a multiple of cluster.{axis}={c}")
         if 0 in grid:
             return  # an empty grid launches nothing (the driver would reject it)
+        if self._lib is not None:
+            return self._launch_ctypes(values, grid, smem, device, stream)
         function = self.kernel.function(device, smem)
         ensure_context(device)
         drv = driver_module()
@@ -115,3 +122,17 @@ class Launcher:
             result = drv.cuLaunchKernelEx(config, function, self.params.address, 0)
         if result[0]:  # anything but CUDA_SUCCESS
             check(result, self._call_name)
+
+    def _launch_ctypes(self, values, grid, smem: int, device: int, stream: int) -> None:
+        """cuLaunchKernel through ctypes: one foreign call, no driver-binding objects."""
+        handle = self._handles.get((device, smem))
+        if handle is None:
+            handle = self._handles[(device, smem)] = int(self.kernel.function(device, smem))
+        ensure_context_fast(device, self._lib, self._ctx)
+        bx, by, bz = self.block
+        with self._lock:
+            self.params.fill(values)
+            err = self._lib.cuLaunchKernel(handle, grid[0], grid[1], grid[2], bx, by, bz, smem,
+                                           stream or None, self.params.address, None)
+        if err:
+            check((driver_module().CUresult(err),), f"cuLaunchKernel({self.kernel.name})")
