@@ -7,4 +7,4 @@
 from .context import KernelState
 from .pipeline import PASSES, Pass, lower
 
-__all__ = ["KernelState", "PASSES", "Pass", "lower"]
+__all__ = ["PASSES", "KernelState", "Pass", "lower"]

@@ -27,9 +27,7 @@ from .context import KernelState, PipelinePlan
 def _defined_inside(loop: For) -> set[Var]:
     out: set[Var] = {loop.var}
     for s in walk(loop.body):
-        if isinstance(s, LetStmt):
-            out.add(s.var)
-        elif isinstance(s, For):
+        if isinstance(s, (LetStmt, For)):
             out.add(s.var)
     return out
 

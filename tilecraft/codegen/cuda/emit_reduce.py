@@ -14,7 +14,7 @@ import itertools
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Reduce
-from tilecraft.passes.plan_shared_memory import cross_warp_modes
+from tilecraft.passes.smem_liveness import cross_warp_modes
 
 from .cexpr import ctype
 from .indexing import local_map
