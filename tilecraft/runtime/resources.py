@@ -22,8 +22,6 @@ import re
 import struct
 from dataclasses import asdict, dataclass
 
-from .elf import Cubin
-
 _EIATTR_SPILL_INSTRS = 0x55  # observed: (1, offset) per spill LDL/STL; absent without spills
 
 
@@ -107,6 +105,8 @@ def _int(pat: re.Pattern[str], line: str) -> int | None:
 
 def resources_from_cubin(cubin: bytes, name: str) -> Resources:
     """Resources of kernel `name` read from the cubin itself (see the module docstring)."""
+    from .elf import Cubin  # ELF parsing only when a cubin is read (not on cache hits)
+
     elf = Cubin(cubin)
     info = elf.kernel_info(name)
     if info.registers is None:
