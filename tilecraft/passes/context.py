@@ -45,6 +45,7 @@ class KernelState:
     layout_origin: dict[Buffer, str] = field(default_factory=dict)  # "gemm at line 12"
     loop_layouts: dict[int, Any] = field(default_factory=dict)  # id(ParallelLoop) -> Fragment
     gemm_warps: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(Gemm) -> (wm, wn)
+    gemm_copies: dict[int, int] = field(default_factory=dict)  # id(Gemm) -> copies of the grid
     # pipelining
     pipelines: dict[int, PipelinePlan] = field(default_factory=dict)  # id(For) -> plan
     # shared memory

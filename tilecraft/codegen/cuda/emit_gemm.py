@@ -30,7 +30,9 @@ def gemm_shape(em, op: Gemm) -> tuple[int, int, int, int, int, int, int]:
 def warp_origin(em, op: Gemm) -> None:
     """Declare lane, warp_m, warp_n: this warp's corner in C."""
     m, n, _, wm, wn, _, _ = gemm_shape(em, op)
-    em.w(f"const int warp_m = (tid / 32) / {wn} * {m // wm}, warp_n = (tid / 32) % {wn} * "
+    copies = em.state.gemm_copies.get(id(op), 1)
+    warp = "(tid / 32)" if copies == 1 else f"((tid / 32) % {wm * wn})"  # copies: same tile
+    em.w(f"const int warp_m = {warp} / {wn} * {m // wm}, warp_n = {warp} % {wn} * "
          f"{n // wn};")
     em.w("const int lane = tid % 32;")
 
