@@ -94,7 +94,10 @@ def offset_plan(em, g: Gemm, buf, rc, steps: list[tuple[int, int]]) -> dict | No
     threads = [{"lane": t % 32, "warp_m": (t // 32) // wn * (m // wm),
                 "warp_n": (t // 32) % wn * (n // wn)} for t in range(wm * wn * 32)]
     expr = {st: em.flat_index(buf, list(rc(*st))) for st in steps}
-    table = {st: [_c_eval(e, env) for env in threads] for st, e in expr.items()}
+    try:
+        table = {st: [_c_eval(e, env) for env in threads] for st, e in expr.items()}
+    except Exception:  # noqa: BLE001  (a name or form the evaluator cannot follow)
+        return None
     a0, k0 = steps[0]
     base = table[(a0, k0)]
 
