@@ -57,3 +57,75 @@ def test_else_branch_write_after_read_gets_a_barrier():
     else_part = src.split("} else {")[1]
     write = else_part.find("T.copy B (global) -> s (shared)")
     assert "__syncthreads();" in else_part[:write]
+
+
+@tilecraft.jit
+def scalar_store_in_one_branch():
+    @T.prim_func
+    def k(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((128,), "float32")
+            f = T.alloc_fragment((128,), "float32")
+            if A[0] > 0:
+                s[tx] = A[127 - tx]  # a scalar store: no barrier after it
+            else:
+                T.copy(A[0], s)  # a tile write, which ends with a barrier
+            T.copy(s, f)  # reads what other threads stored on the then path
+            T.copy(f, B[0])
+
+    return k
+
+
+def test_a_scalar_store_in_the_then_branch_is_synced_before_a_later_read():
+    src = _source(scalar_store_in_one_branch)
+    after_if = src.split("} else {")[1].split("\n  }\n", 1)[1]
+    read = after_if.find("T.copy s (shared) -> f")
+    assert "__syncthreads();" in after_if[:read]
+
+
+@tilecraft.jit
+def scalar_store_then_break():
+    @T.prim_func
+    def k(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((128,), "float32")
+            f = T.alloc_fragment((128,), "float32")
+            for i in T.serial(4):
+                s[tx] = A[127 - tx] + i
+                if A[i] > 0:
+                    break  # skips the barrier that ends the loop body
+            T.copy(s, f)
+            T.copy(f, B[0])
+
+    return k
+
+
+def test_a_scalar_store_before_a_break_is_synced_before_a_later_read():
+    src = _source(scalar_store_then_break)
+    after_loop = src.split("break;")[1].split("\n  }\n", 1)[1]
+    read = after_loop.find("T.copy s (shared) -> f")
+    assert "__syncthreads();" in after_loop[:read]
+
+
+@tilecraft.jit
+def scalar_store_then_tile_write():
+    @T.prim_func
+    def k(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((128,), "float32")
+            f = T.alloc_fragment((128,), "float32")
+            s[tx] = 0.0
+            T.copy(A[0], s)  # other threads overwrite s[tx]: the copy must win
+            T.copy(s, f)
+            T.copy(f, B[0])
+
+    return k
+
+
+def test_a_tile_write_after_a_scalar_store_waits_for_it():
+    src = _source(scalar_store_then_tile_write)
+    between = src.split("s[tx_1] = 0.0f;")[1].split("T.copy A (global) -> s")[0]
+    assert "__syncthreads();" in between

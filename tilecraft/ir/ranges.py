@@ -29,7 +29,7 @@ def bound(e, env: dict[Var, Interval]) -> Interval | None:
     if isinstance(e, Var):
         return env.get(e)
     if isinstance(e, Cast):
-        return bound(e.value, env)
+        return _fits(e.dtype, bound(e.value, env))
     if isinstance(e, Select):
         t, f = bound(e.a, env), bound(e.b, env)
         return None if t is None or f is None else (min(t[0], f[0]), max(t[1], f[1]))
@@ -37,8 +37,21 @@ def bound(e, env: dict[Var, Interval]) -> Interval | None:
         a, b = bound(e.a, env), bound(e.b, env)
         if a is None or b is None:
             return None
-        return _binop(e.op, a, b)
+        return _fits(e.dtype, _binop(e.op, a, b))
     return None
+
+
+def _fits(dtype, r: Interval | None) -> Interval | None:
+    """`r` when every value in it is representable in `dtype`; None where C would wrap
+    (unsigned results below 0, narrowing casts, signed overflow)."""
+    if r is None:
+        return None
+    bits = dtype.bits
+    if dtype.kind == "uint":
+        lo, hi = 0, (1 << bits) - 1
+    else:
+        lo, hi = -(1 << bits - 1), (1 << bits - 1) - 1
+    return r if lo <= r[0] and r[1] <= hi else None
 
 
 def _binop(op: str, a: Interval, b: Interval) -> Interval | None:

@@ -59,6 +59,11 @@ def _check_gemm(op: Gemm) -> None:
         raise TilecraftError("TC207", span=op.span, buffer=op.C.buffer.name,
                              scope=op.C.buffer.scope, detail="T.gemm accumulator",
                              hint="accumulate into T.alloc_fragment")
+    for name, r in (("A", op.A), ("C", op.C)):
+        if r.buffer.scope == "fragment" and not r.is_full():  # its layout is the whole tile's
+            raise TilecraftError("TC502", span=op.span, detail=f"T.gemm on part of the "
+                                 f"fragment `{r.buffer.name}` ({name})",
+                                 hint="give the gemm a fragment of its own tile shape")
     if not all(isinstance(x, int) for x in (m, n, k)) or m % 16 or n % 8 or k % 16:
         raise TilecraftError("TC502", span=op.span, detail=f"T.gemm tile {m}x{n}x{k}",
                              hint="gemm tiles are multiples of 16 (M, K) and 8 (N)")

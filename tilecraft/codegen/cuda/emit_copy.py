@@ -11,6 +11,7 @@ are dropped).
 from __future__ import annotations
 
 import math
+import re
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Copy
@@ -78,35 +79,32 @@ def _chunk_coords(em, cshape: tuple[int, ...]) -> list[str]:
             *_coords(cshape[1:], f"(tid % {inner})")]
 
 
-def _it_step(expr: str) -> int | None:
+def _it_step(expr: str, threads: int, iters: int) -> int | None:
     """The constant by which flat index `expr` moves per chunk-loop step `it`, checked for every
-    thread and several values of the other variables; None when it is not constant."""
+    thread and step and three random values of the other variables; None when not constant."""
     import random
     import re
 
     from .emit_gemm import _c_eval
 
-    e = expr
-    names = set(re.findall(r"[A-Za-z_]\w*", e)) - {"tid", "it"}
+    names = set(re.findall(r"[A-Za-z_]\w*", expr)) - {"tid", "it"}
     rng = random.Random(0)
     step = None
     for _ in range(3):
         env = {n: rng.randrange(1, 1 << 12) for n in names}
-        for tid in range(0, 1024, 37):
+        for tid in range(threads):
             try:
-                d = _c_eval(e, {**env, "tid": tid, "it": 1}) - _c_eval(e, {**env, "tid": tid,
-                                                                           "it": 0})
-                d2 = _c_eval(e, {**env, "tid": tid, "it": 3}) - _c_eval(e, {**env, "tid": tid,
-                                                                            "it": 0})
+                at = [_c_eval(expr, {**env, "tid": tid, "it": it}) for it in range(iters)]
             except Exception:  # noqa: BLE001  (a name or operator eval cannot follow)
                 return None
-            if d2 != 3 * d or (step is not None and d != step):
+            d = at[1] - at[0] if iters > 1 else 0
+            if step is not None and d != step or any(a - at[0] != i * d for i, a in enumerate(at)):
                 return None
             step = d
     return step
 
 
-def _hoisted_async(em, op: Copy, coords: list[str]) -> tuple[str, str] | None:
+def _hoisted_async(em, op: Copy, coords: list[str], total: int) -> tuple[str, str] | None:
     """Per-thread source pointer and destination shared address for chunk it = 0, when both
     move by constants per `it` (the cp.async then take immediate offsets)."""
     s, d = op.src.buffer, op.dst.buffer
@@ -116,11 +114,14 @@ def _hoisted_async(em, op: Copy, coords: list[str]) -> tuple[str, str] | None:
     sf, df = em.flat_index(s, si), em.flat_index(d, di)
     if in_bounds(em, op.src, si) or in_bounds(em, op.dst, di):
         return None
-    ss, ds = _it_step(sf), _it_step(df)
+    nt = em.state.num_threads
+    iters = max(2, -(-total // nt))  # chunk-loop steps
+    ss, ds = _it_step(sf, nt, iters), _it_step(df, nt, iters)
     if ss is None or ds is None:
         return None
-    em.w(f"const {ctype(s.dtype)}* src_t = &{s.name}[{sf.replace('it *', '0 *')}];")
-    em.w(f"const tc::u32 dst_t = tc::smem_addr(&{_mem_ptr(em, d)}[{df.replace('it *', '0 *')}]);")
+    sf0, df0 = (re.sub(r"\bit \*", "0 *", x) for x in (sf, df))  # chunk 0 (not `split *`)
+    em.w(f"const {ctype(s.dtype)}* src_t = &{s.name}[{sf0}];")
+    em.w(f"const tc::u32 dst_t = tc::smem_addr(&{_mem_ptr(em, d)}[{df0}]);")
     return (f"src_t + it * {ss}", f"dst_t + it * {ds * d.dtype.bits // 8}u")
 
 
@@ -132,7 +133,7 @@ def _vector_copy(em, op: Copy, v: int, async_copy: bool) -> None:
         coords = _chunk_coords(em, cshape)
         coords[-1] = f"{coords[-1]} * {v}"
         em.open("")
-        hoisted = _hoisted_async(em, op, coords)
+        hoisted = _hoisted_async(em, op, coords, total)
         if hoisted is not None:
             _chunk_loop(em, total, lambda: em.w(f"tc::cp_async_16({hoisted[1]}, {hoisted[0]});"))
             em.close()
@@ -195,11 +196,11 @@ def _frag_vector_width(lay, frag, mem) -> int:
         return 1
     if mem.buffer.scope == "local":
         return 1  # a thread's private array: registers, not an aligned vector in memory
-    m, v = lay.local_modes[-1], lay.local_sizes[-1]
+    m, run = lay.local_modes[-1], lay.local_sizes[-1]
     if lay.dim_modes[-1][-1:] != (m,):
         return 1
-    v = min(v, 16 // max(1, mem.buffer.dtype.bits // 8), 16 // (frag.buffer.dtype.bits // 8))
-    while v > 1 and not vector_aligned(mem, v):
+    v = min(run, 16 // max(1, mem.buffer.dtype.bits // 8), 16 // (frag.buffer.dtype.bits // 8))
+    while v > 1 and (run % v or not vector_aligned(mem, v)):  # vectors within one run
         v //= 2
     return v if v > 1 and v & (v - 1) == 0 else 1
 

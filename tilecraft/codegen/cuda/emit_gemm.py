@@ -13,11 +13,19 @@ import functools
 
 from tilecraft.ir import Gemm
 
+from .regions import region_index
+
 MMA = {"float16": "tc::mma_m16n8k16_f16_f32", "bfloat16": "tc::mma_m16n8k16_bf16_f32"}
 
 
-def _addr(em, buf, r: str, c: str) -> str:
-    return f"&{em.shared_ptr[buf]}[{em.flat_index(buf, [r, c])}]"
+def _index(em, region, r: str, c: str) -> str:
+    """Flat element index of (r, c) of the tile `region` (a slice of its buffer, possibly at an
+    offset or inside a buffer with more dimensions)."""
+    return em.flat_index(region.buffer, region_index(em, region, [r, c]))
+
+
+def _addr(em, region, r: str, c: str) -> str:
+    return f"&{em.shared_ptr[region.buffer]}[{_index(em, region, r, c)}]"
 
 
 def gemm_shape(em, op: Gemm) -> tuple[int, int, int, int, int, int, int]:
@@ -54,18 +62,18 @@ def b2_rc(op: Gemm, jn, kk) -> tuple[str, str]:
 def load_a(em, op: Gemm, dst: str, im: str, kk: str) -> None:
     """ldmatrix.x4 of the A atom (im, kk) into u32[4] `dst`."""
     fn = "tc::ldmatrix_x4_trans" if op.transpose_A else "tc::ldmatrix_x4"
-    em.w(f"{fn}({dst}, {_addr(em, op.A.buffer, *a_rc(op, im, kk))});")
+    em.w(f"{fn}({dst}, {_addr(em, op.A, *a_rc(op, im, kk))});")
 
 
 def load_b2(em, op: Gemm, dst: str, jn: str, kk: str) -> None:
     """ldmatrix.x4 of the B atoms (jn, kk) and (jn + 1, kk) into u32[2][2] at `dst`."""
     fn = "tc::ldmatrix_x4" if op.transpose_B else "tc::ldmatrix_x4_trans"
-    em.w(f"{fn}({dst}, {_addr(em, op.B.buffer, *b2_rc(op, jn, kk))});")
+    em.w(f"{fn}({dst}, {_addr(em, op.B, *b2_rc(op, jn, kk))});")
 
 
 def load_b1(em, op: Gemm, dst: str, jn: int, kk: str) -> None:
     """ldmatrix.x2 of the B atom (jn, kk) into u32[2] `dst`."""
-    B = op.B.buffer
+    B = op.B
     if not op.transpose_B:
         em.w(f"tc::ldmatrix_x2_trans({dst}, {_addr(em, B, f'{kk} * 16 + lane % 8 + (lane / 8) % 2 * 8', f'warp_n + {jn * 8}')});")
     else:
@@ -83,7 +91,7 @@ def _c_eval(expr: str, env: dict) -> int:
     return eval(_c_code(expr), {"__builtins__": {}}, env)
 
 
-def offset_plan(em, g: Gemm, buf, rc, steps: list[tuple[int, int]]) -> dict | None:
+def offset_plan(em, g: Gemm, region, rc, steps: list[tuple[int, int]]) -> dict | None:
     """Write the per-thread element offsets of the ldmatrix rows of each (atom, kk) in `steps`
     as (base ^ X) + Y with one per-thread `base`, where one of atom and kk moves the offset by
     a constant XOR (it flips swizzled chunk bits) and the other by a constant add (it moves by
@@ -93,7 +101,7 @@ def offset_plan(em, g: Gemm, buf, rc, steps: list[tuple[int, int]]) -> dict | No
     m, n, _, wm, wn, _, _ = gemm_shape(em, g)
     threads = [{"lane": t % 32, "warp_m": (t // 32) // wn * (m // wm),
                 "warp_n": (t // 32) % wn * (n // wn)} for t in range(wm * wn * 32)]
-    expr = {st: em.flat_index(buf, list(rc(*st))) for st in steps}
+    expr = {st: _index(em, region, *rc(*st)) for st in steps}
     try:
         table = {st: [_c_eval(e, env) for env in threads] for st, e in expr.items()}
     except Exception:  # noqa: BLE001  (a name or form the evaluator cannot follow)
@@ -137,7 +145,7 @@ def operand_plans(em, op: Gemm, kks, smem_of) -> dict:
                                  ("b", op.B, lambda j, k: b2_rc(op, j, k), range(0, tn - 1, 2))):
         if reg.buffer.scope != "shared" or not atoms:
             continue
-        p = offset_plan(em, op, reg.buffer, rc, [(a, k) for a in atoms for k in kks])
+        p = offset_plan(em, op, reg, rc, [(a, k) for a in atoms for k in kks])
         if p is not None:
             plans[name] = p
             em.w(f"const tc::u32 {name}_off = {p['base']};  // elements; every ldmatrix row of "
@@ -196,8 +204,8 @@ def emit_gemm(em, op: Gemm) -> None:
         em.w("#pragma unroll")
         em.open(f"for (int im = 0; im < {tm}; ++im)")
         for w in range(width):
-            em.w(f"float* acc{w} = &{C.name}[(im * {tn} + {jn} + {w}) * 4];")
-            em.w(f"{MMA[A.dtype.name]}(acc{w}, a_frag[im], b_frag[{w}], acc{w});")
+            acc = f"&{C.name}[(im * {tn} + {jn} + {w}) * 4]"  # no local: C may be named acc0
+            em.w(f"{MMA[A.dtype.name]}({acc}, a_frag[im], b_frag[{w}], {acc});")
         em.close()
         em.close()
     em.close()
@@ -238,8 +246,8 @@ def _unrolled_k16_steps(em, op: Gemm, plans: dict) -> None:
             em.w("#pragma unroll")
             em.open(f"for (int im = 0; im < {tm}; ++im)")
             for w in range(width):
-                em.w(f"float* acc{w} = &{C.name}[(im * {tn} + {jn + w}) * 4];")
-                em.w(f"{mma}(acc{w}, a_frag[im], b_frag[{w}], acc{w});")
+                acc = f"&{C.name}[(im * {tn} + {jn + w}) * 4]"
+                em.w(f"{mma}({acc}, a_frag[im], b_frag[{w}], {acc});")
             em.close()
             em.close()
         em.close()

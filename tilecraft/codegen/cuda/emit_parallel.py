@@ -51,6 +51,7 @@ def emit_parallel(em, loop: ParallelLoop) -> None:
         _element_loop(em, loop, lay, loop.body)
     else:  # a mask that is all-true or all-false on most tiles: decide once per tile
         (lo, hi), store, cond_op = split
+        em.open("")  # its own scope: the next masked loop declares d_lo and d_hi again
         em.w(f"const int d_lo = {lo}, d_hi = {hi};  // the range of the condition's margin")
         em.open(f"if ({_holds(cond_op, 'd_lo')} && {_holds(cond_op, 'd_hi')})")
         _element_loop(em, loop, lay, replace(store, value=store.value.a))
@@ -60,6 +61,7 @@ def emit_parallel(em, loop: ParallelLoop) -> None:
         em.close("} else {")
         em.indent += 1
         _element_loop(em, loop, lay, loop.body)
+        em.close()
         em.close()
     if guard:
         em.close()

@@ -27,7 +27,8 @@ class KernelEmitter:
         self._names: dict[Var, str] = {}
         self._used: set[str] = {"tid", "li", "tc_smem", "lane", "warp", "c", "it", "val", "ok", "kk",
                                  "a_frag", "b_frag", "red", "acc", "stage_r", "stage_w", "k_iter",
-                                 "pre", "n_iters", "warp_m", "warp_n"}
+                                 "pre", "n_iters", "warp_m", "warp_n", "src_t", "dst_t",
+                                 "d_lo", "d_hi", "a_off", "b_off", "a_smem", "b_smem"}
         self.frag_local: dict[Buffer, str] = {}  # inside a Parallel loop: fragment -> local index
         self.shared_ptr: dict[Buffer, str] = {}  # shared buffer -> C pointer expression
         self.ranges: dict[Var, tuple[int, int]] = {}  # proven value ranges (bounds-guard removal)
@@ -120,8 +121,10 @@ class KernelEmitter:
             for c in s.stmts:
                 self.stmt(c)
             return
-        if self.write_pending and not isinstance(s, Allocate) and _reads_shared(s):
+        if self.write_pending and not isinstance(s, Allocate) and (
+                _reads_shared(s) or _writes_shared(s)):
             self.sync()  # a scalar store to shared memory must land before anyone reads it
+            # (or overwrites it: the tile write that follows must win)
         fn = EMITTERS.get(type(s))
         if fn is not None:
             writes_shared = _writes_shared(s)
@@ -146,17 +149,18 @@ class KernelEmitter:
                    f"{self._store_value(s.buffer, s.value)};")
             self.write_pending = self.write_pending or ws
         elif isinstance(s, If):
-            before = self.read_since_sync
+            before, before_w = self.read_since_sync, self.write_pending
             self.open(f"if ({self.p(s.cond)})")
             self.stmt(s.then_body)
-            after = self.read_since_sync
-            self.read_since_sync = before
+            after, after_w = self.read_since_sync, self.write_pending
+            self.read_since_sync, self.write_pending = before, before_w
             if s.else_body is not None:
                 self.close("} else {")
                 self.indent += 1
                 self.stmt(s.else_body)
             self.close()
             self.read_since_sync = self.read_since_sync or after  # either branch may have run
+            self.write_pending = self.write_pending or after_w
         elif isinstance(s, For):
             self.serial_for(s)
         elif isinstance(s, While):
@@ -167,6 +171,7 @@ class KernelEmitter:
                 self.sync()  # the next iteration may overwrite what this one read
             self.close()
             self.read_since_sync = before or _reads_shared(s.body)
+            self.write_pending = self.write_pending or _store_before_break(s.body)
         elif isinstance(s, Break):
             self.w("break;")
         elif isinstance(s, Evaluate):
@@ -227,6 +232,7 @@ class KernelEmitter:
         self.close()
         # the loop may run zero times or break before its last barrier
         self.read_since_sync = before or _reads_shared(s.body)
+        self.write_pending = self.write_pending or _store_before_break(s.body)
 
 
 def needs_64bit_index(buf: Buffer) -> bool:
@@ -252,6 +258,14 @@ def _reads_shared(s) -> bool:
             isinstance(y, BufferLoad) and y.buffer.scope == "shared"
             for e in stmt_exprs(s) for y in walk_expr(e))  # T.print / T.device_assert values
     return _touches_shared(s)
+
+
+def _store_before_break(body) -> bool:
+    """A scalar store to shared memory in a loop body that a `break` may leave without the
+    barrier that ends the body."""
+    xs = list(walk(body))
+    return any(isinstance(x, Break) for x in xs) and any(
+        isinstance(x, BufferStore) and x.buffer.scope == "shared" for x in xs)
 
 
 def _touches_shared(s) -> bool:

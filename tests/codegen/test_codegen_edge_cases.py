@@ -1,0 +1,280 @@
+"""Generated CUDA for kernels unlike the benchmarked ones: gemm operands that are slices of a
+bigger buffer, user names like the emitter's helpers (acc, src_t, d_lo, split), two masked
+T.Parallel loops in one scope, vectorized fragment copies over uneven register runs, and value
+ranges where C arithmetic wraps."""
+
+import re
+
+import tilecraft
+import tilecraft.language as T
+from tilecraft.codegen.cuda.build import generate_cuda
+from tilecraft.codegen.cuda.emit_gemm import _c_eval
+from tilecraft.codegen.cuda.indexing import swizzle_params
+
+
+def _source(factory) -> str:
+    return generate_cuda(factory.func, "sm_90a").source
+
+
+def _swizzled(cols: int, r: int, c: int) -> int:
+    p, s = swizzle_params(cols)
+    return r * cols + (((c >> 3) ^ ((r >> s) & (p - 1))) << 3) + (c & 7)
+
+
+def _a_rows(src: str, smem: str) -> dict:
+    """{(kk, im): [element offset of this lane's ldmatrix row, per thread]} of the A loads of
+    a T.gemm written out per k16 step (planned `a_smem + off` or direct `&smem[index]`)."""
+    off_decl = re.search(r"const tc::u32 a_off = (.*);  //", src)
+    out, kk = {}, None
+    for ln in src.splitlines():
+        if m := re.search(r"// k16 step (\d+)", ln):
+            kk = int(m.group(1))
+        m = re.search(r"ldmatrix_x4\(a_frag\[(\d+)\], (.*)\);", ln)
+        if not m:
+            continue
+        im, addr = int(m.group(1)), m.group(2)
+        planned = re.fullmatch(r"a_smem \+ (.*) \* 2u", addr)
+        expr = planned.group(1) if planned else re.fullmatch(rf"&{smem}\[(.*)\]", addr).group(1)
+        expr = re.sub(r"(\d+)u\b", r"\1", expr)
+        vals = []
+        for t in range(128):
+            env = {"lane": t % 32, "warp_m": (t // 32) // 2 * 64, "warp_n": (t // 32) % 2 * 64}
+            if planned:
+                env["a_off"] = _c_eval(off_decl.group(1), env)
+            vals.append(_c_eval(expr, env))
+        out[(kk, im)] = vals
+    return out
+
+
+@tilecraft.jit
+def gemm_on_a_column_slice():
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"),
+          C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((128, 64), "float16")
+            Bs = T.alloc_shared((64, 128), "float16")
+            acc_c = T.alloc_fragment((128, 128), "float32")
+            T.clear(acc_c)
+            T.copy(A[0, 0], As)
+            T.copy(B[0, 0], Bs)
+            T.gemm(As[:, 32:64], Bs[32:64, :], acc_c)  # the second half of K only
+            T.copy(acc_c, C[0, 0])
+
+    return k
+
+
+def test_gemm_reads_the_slice_it_was_given():
+    rows = _a_rows(_source(gemm_on_a_column_slice()), "As")
+    assert set(rows) == {(kk, im) for kk in range(2) for im in range(4)}
+    for (kk, im), vals in rows.items():
+        for t, v in enumerate(vals):
+            lane, warp_m = t % 32, (t // 32) // 2 * 64
+            r, c = warp_m + im * 16 + lane % 16, 32 + kk * 16 + lane // 16 * 8
+            assert v == _swizzled(64, r, c), (kk, im, t)
+
+
+@tilecraft.jit
+def gemm_on_one_stage_of_a_3d_buffer():
+    @T.prim_func
+    def k(A: T.Tensor((128, 32), "float16"), B: T.Tensor((32, 128), "float16"),
+          C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((2, 128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            acc_c = T.alloc_fragment((128, 128), "float32")
+            T.clear(acc_c)
+            T.copy(A[0, 0], As[1, :, :])
+            T.copy(B[0, 0], Bs)
+            T.gemm(As[1, :, :], Bs, acc_c)
+            T.copy(acc_c, C[0, 0])
+
+    return k
+
+
+def test_gemm_on_a_3d_buffer_reads_its_stage():
+    rows = _a_rows(_source(gemm_on_one_stage_of_a_3d_buffer()), "As")
+    assert set(rows) == {(kk, im) for kk in range(2) for im in range(4)}
+    for (kk, im), vals in rows.items():
+        for t, v in enumerate(vals):
+            lane, warp_m = t % 32, (t // 32) // 2 * 64
+            r, c = warp_m + im * 16 + lane % 16, kk * 16 + lane // 16 * 8
+            assert v == 128 * 32 + r * 32 + c, (kk, im, t)
+
+
+@tilecraft.jit
+def pipelined_gemm():
+    @T.prim_func
+    def k(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16"),
+          C: T.Tensor((256, 256), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            acc = T.alloc_fragment((128, 128), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(8, num_stages=3):
+                T.copy(A[by * 128, ko * 32], As)
+                T.copy(B[ko * 32, bx * 128], Bs)
+                T.gemm(As, Bs, acc)
+            T.copy(acc, C[by * 128, bx * 128])
+
+    return k
+
+
+def test_an_accumulator_named_acc_is_not_shadowed_by_a_helper():
+    src = _source(pipelined_gemm())
+    assert "float acc[" in src  # the user's fragment keeps its name
+    # a declaration `T* x = &x[...]` reads the new, uninitialized x (the C++ point of declaration)
+    assert not re.search(r"\b(\w+) = &\1\[", src), re.search(r".*\b(\w+) = &\1\[.*", src).group(0)
+
+
+@tilecraft.jit
+def fragment_rows_of_six():
+    from tilecraft.layout import local, spatial
+
+    @T.prim_func
+    def k(A: T.Tensor((32, 12), "float32"), B: T.Tensor((32, 12), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            f = T.alloc_fragment((32, 12), "float32")
+            T.annotate_layout({f: spatial(32, 2) * local(1, 6)})  # 6 consecutive per thread
+            T.copy(A[0, 0], f)
+            T.copy(f, B[0, 0])
+
+    return k
+
+
+def test_fragment_vectors_stay_inside_a_run_of_consecutive_registers():
+    src = _source(fragment_rows_of_six())
+    steps = [int(x) for x in re.findall(r"for \(int li = 0; li < 6; li \+= (\d+)\)", src)]
+    assert len(steps) == 2 and all(6 % v == 0 for v in steps), steps  # not 4: f[6], f[7]
+
+
+def test_ranges_give_up_where_c_arithmetic_wraps():
+    from tilecraft.ir import BinOp, Const, Var
+    from tilecraft.ir.ranges import bound
+
+    x = Var.create("x")
+    u = Var.create("u", "uint32")
+    assert bound(x * 2 + 1, {x: (0, 9)}) == (1, 19)
+    assert bound(_cast(x, "uint32"), {x: (-1, 0)}) is None  # -1 -> 2^32 - 1
+    assert bound(_cast(x, "int8"), {x: (0, 200)}) is None  # 200 -> -56
+    assert bound(_cast(x, "int64"), {x: (-5, 7)}) == (-5, 7)
+    assert bound(BinOp.create("-", u, Const.create(5, "uint32")), {u: (0, 10)}) is None
+    assert bound(x * 65536 * 65536 // 65536, {x: (0, 3)}) is None  # int32 overflow in between
+
+
+def _cast(e, dtype):
+    from tilecraft.ir import cast
+
+    return cast(dtype, e)
+
+
+@tilecraft.jit
+def user_names_like_the_helpers():
+    @T.prim_func
+    def k(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16"),
+          C: T.Tensor((256, 256), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            S = T.alloc_fragment((128, 128), "float32")
+            src_t = by * 128
+            dst_t = bx * 128
+            d_lo = bx * 128 - by * 128
+            T.clear(S)
+            for ko in T.Pipelined(8, num_stages=3):
+                T.copy(A[src_t, ko * 32], As)
+                T.copy(B[ko * 32, dst_t], Bs)
+                T.gemm(As, Bs, S)
+            for i, j in T.Parallel(128, 128):
+                S[i, j] = T.if_then_else(i + d_lo >= j, S[i, j], 0)
+            T.copy(S, C[by * 128, bx * 128])
+
+    return k
+
+
+def test_user_variables_do_not_collide_with_the_emitters_locals():
+    src = _source(user_names_like_the_helpers())
+    for helper in ("src_t", "dst_t", "d_lo"):
+        for decl in re.findall(rf"\b{helper}\b = [^;]*;", src):
+            assert not re.search(rf"\b{helper}\b", decl.split("=", 1)[1]), decl
+
+
+@tilecraft.jit
+def two_masks_in_one_scope():
+    @T.prim_func
+    def k(A: T.Tensor((256, 256), "float32"), C: T.Tensor((256, 256), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            S = T.alloc_fragment((128, 128), "float32")
+            T.copy(A[by * 128, bx * 128], S)
+            for i, j in T.Parallel(128, 128):  # causal
+                S[i, j] = T.if_then_else(by * 128 + i >= bx * 128 + j, S[i, j], 0)
+            for i, j in T.Parallel(128, 128):  # and a window
+                S[i, j] = T.if_then_else(by * 128 + i <= bx * 128 + j + 64, S[i, j], 0)
+            T.copy(S, C[by * 128, bx * 128])
+
+    return k
+
+
+def test_two_masked_loops_in_one_scope_compile():
+    import pytest
+
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from tilecraft.runtime import compile_cuda
+
+    gen = generate_cuda(two_masks_in_one_scope().func, "sm_90a")
+    assert gen.source.count("const int d_lo =") == 2
+    compile_cuda(gen.source, "sm_90a", name=gen.name)  # d_lo / d_hi declared once per scope
+
+
+@tilecraft.jit
+def split_k_named_split():
+    @T.prim_func
+    def k(A: T.Tensor((256, 1024), "float16"), B: T.Tensor((1024, 256), "float16"),
+          C: T.Tensor((256, 256), "float32")):
+        with T.Kernel(2, 2, 4, threads=128) as (bx, by, split):
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            acc_c = T.alloc_fragment((128, 128), "float32")
+            T.clear(acc_c)
+            for ko in T.Pipelined(8, num_stages=3):
+                T.copy(A[by * 128, split * 256 + ko * 32], As)
+                T.copy(B[split * 256 + ko * 32, bx * 128], Bs)
+                T.gemm(As, Bs, acc_c)
+            T.atomic_add(C[by * 128, bx * 128], acc_c)
+
+    return k
+
+
+def test_hoisted_copy_pointers_keep_variables_ending_in_it():
+    src = _source(split_k_named_split())
+    ptrs = [ln for ln in src.splitlines() if "const half* src_t =" in ln]
+    assert ptrs and all("(split * 256)" in ln for ln in ptrs), ptrs[:1]  # not `spl0 * 256`
+
+
+@tilecraft.jit
+def gemm_into_half_an_accumulator():
+    @T.prim_func
+    def k(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 128), "float16"),
+          C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((64, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            c = T.alloc_fragment((128, 128), "float32")
+            T.clear(c)
+            T.copy(A[0, 0], As)
+            T.copy(B[0, 0], Bs)
+            T.gemm(As, Bs, c[64:128, :])  # the mma layout would cover c[0:64] instead
+            T.copy(c, C[0, 0])
+
+    return k
+
+
+def test_gemm_into_part_of_a_fragment_is_refused():
+    import pytest
+
+    from tilecraft.diagnostics import TilecraftError
+
+    with pytest.raises(TilecraftError) as e:
+        generate_cuda(gemm_into_half_an_accumulator().func, "sm_90a")
+    assert e.value.code == "TC502" and "part of the fragment" in str(e.value)
