@@ -129,6 +129,14 @@ def _check_static_bounds(buf: Buffer, dim: int, start: Expr, extent: Dim) -> Non
                              detail=f"dimension {dim} takes {extent} elements of {size}")
 
 
+def _check_static_start(buf: Buffer, dim: int, start: Expr) -> None:
+    """A start corner's constant start must lie inside the tensor (its tile may run past)."""
+    size, s = buf.shape[dim], const_int(start)
+    if isinstance(size, int) and s is not None and not 0 <= s < size:
+        raise TilecraftError("TC201", buffer=buf.name, shape=list(buf.shape),
+                             detail=f"dimension {dim} starts at {s}, outside [0, {size})")
+
+
 def index_buffer(buf: Buffer, idx) -> "BufferLoad | BufferRegion":
     """`buf[idx]`: a BufferLoad when every index is a point, a BufferRegion when any is a slice."""
     if not isinstance(idx, tuple):
