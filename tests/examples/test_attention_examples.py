@@ -90,3 +90,17 @@ def test_blocksparse_attention_never_reads_skipped_tiles(device):
     v_bad[:, 3 * block :] = float("nan")
     out = call_poisoned(kernel, q, k_bad, v_bad, mask)
     assert_close(out, sparse_example.reference(q, k, v, mask, False), FP16_TOL)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("block_M, block_N, threads", [(128, 64, 128), (128, 32, 128),
+                                                       (128, 128, 256), (64, 64, 128)])
+def test_flash_attention_d128_benchmark_configs(is_causal, block_M, block_N, threads):
+    """The tiles benchmarks/attention.py times, at d=128 on a small problem."""
+    batch, heads, seq_len, dim = 2, 3, 512, 128
+    kernel = fa_example.flash_attention(batch, heads, seq_len, dim, is_causal, block_M=block_M,
+                                        block_N=block_N, threads=threads)
+    q, k, v = _qkv(batch, seq_len, heads, dim, "cuda")
+    out = call_poisoned(kernel, q, k, v)
+    assert_close(out, fa_example.reference(q, k, v, is_causal), FP16_TOL)
