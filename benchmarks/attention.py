@@ -11,23 +11,11 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import torch.utils.benchmark
+from peers import do_bench, triton_peers
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-try:
-    import triton_peers
-    from triton.testing import do_bench
-except ImportError:  # no Triton: its columns read n/a, and torch times the rest
-    triton_peers = None
-
-    def do_bench(fn, return_mode="median"):
-        """Median milliseconds per call of fn (torch's Timer synchronises the GPU)."""
-        timer = torch.utils.benchmark.Timer("fn()", globals={"fn": fn})
-        return timer.blocked_autorange(min_run_time=1.0).median * 1e3
-
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from flash_attention import flash_attention  # noqa: E402
+from flash_attention import flash_attention
 
 
 def flops(b, h, s, d, causal):
@@ -43,7 +31,7 @@ def run_triton(qt, kt, vt, causal, ref, name):
         out = triton_peers.attention(qt, kt, vt, causal)  # the first call autotunes
         err = ((out.transpose(1, 2).float() - ref).norm() / ref.norm()).item()
         ms = do_bench(lambda: triton_peers.attention(qt, kt, vt, causal), return_mode="median")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         print(f"  {name} triton: {type(e).__name__}: {str(e)[:200]}")
         return None, None
     tf = flops(*qt.shape, causal) / ms / 1e9
@@ -82,7 +70,7 @@ def main(quick: bool) -> None:
                           f"TFLOP/s err {err:.1e} regs {kern.resources.registers}", flush=True)
                     if tf > best[0]:
                         best = (tf, err)
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     print(f"  tile {bm}x{bn} threads {threads}: {type(e).__name__}: {str(e)[:200]}")
             row += list(best)
             for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):

@@ -10,22 +10,10 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.utils.benchmark
-
-try:
-    import triton_peers
-    from triton.testing import do_bench
-except ImportError:  # no Triton: its columns read n/a, and torch times the rest
-    triton_peers = None
-
-    def do_bench(fn, return_mode="median"):
-        """Median milliseconds per call of fn (torch's Timer synchronises the GPU)."""
-        timer = torch.utils.benchmark.Timer("fn()", globals={"fn": fn})
-        return timer.blocked_autorange(min_run_time=1.0).median * 1e3
-
+from peers import do_bench, triton_peers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from gemm import matmul  # noqa: E402
+from gemm import matmul
 
 SHAPES = [(8192, 1024, 8192), (8192, 8192, 8192), (8192, 28672, 8192), (8192, 8192, 28672)]
 ROUNDS = 5
@@ -41,7 +29,7 @@ def run_triton(a, b, ref, name):
         c = triton_peers.matmul(a, b)  # the first call autotunes
         err = ((c.float() - ref).norm() / ref.norm()).item()
         ms = do_bench(lambda: triton_peers.matmul(a, b), return_mode="median")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         print(f"  {name} triton: {type(e).__name__}: {str(e)[:200]}")
         return None, None
     (M, K), N = a.shape, b.shape[1]

@@ -10,6 +10,13 @@ def _source(factory) -> str:
     return generate_cuda(factory().func, "sm_90a").source
 
 
+def _barrier_before(text: str, marker: str) -> bool:
+    """A __syncthreads() in `text` before `marker` (which must be there)."""
+    at = text.find(marker)
+    assert at >= 0, f"{marker!r} not in the generated code"
+    return "__syncthreads();" in text[:at]
+
+
 @tilecraft.jit
 def reread_before_pipeline():
     @T.prim_func
@@ -31,6 +38,7 @@ def test_pipeline_prologue_waits_for_earlier_reads():
     src = _source(reread_before_pipeline)
     before_prologue = src.split("for (int pre = 0;")[0]
     last_read = before_prologue.rfind("T.copy s (shared) -> acc")
+    assert last_read >= 0
     assert "__syncthreads();" in before_prologue[last_read:]
 
 
@@ -54,9 +62,7 @@ def branchy(flag):
 
 def test_else_branch_write_after_read_gets_a_barrier():
     src = _source(lambda: branchy(0))
-    else_part = src.split("} else {")[1]
-    write = else_part.find("T.copy B (global) -> s (shared)")
-    assert "__syncthreads();" in else_part[:write]
+    assert _barrier_before(src.split("} else {")[1], "T.copy B (global) -> s (shared)")
 
 
 @tilecraft.jit
@@ -80,8 +86,7 @@ def scalar_store_in_one_branch():
 def test_a_scalar_store_in_the_then_branch_is_synced_before_a_later_read():
     src = _source(scalar_store_in_one_branch)
     after_if = src.split("} else {")[1].split("\n  }\n", 1)[1]
-    read = after_if.find("T.copy s (shared) -> f")
-    assert "__syncthreads();" in after_if[:read]
+    assert _barrier_before(after_if, "T.copy s (shared) -> f")
 
 
 @tilecraft.jit
@@ -105,8 +110,7 @@ def scalar_store_then_break():
 def test_a_scalar_store_before_a_break_is_synced_before_a_later_read():
     src = _source(scalar_store_then_break)
     after_loop = src.split("break;")[1].split("\n  }\n", 1)[1]
-    read = after_loop.find("T.copy s (shared) -> f")
-    assert "__syncthreads();" in after_loop[:read]
+    assert _barrier_before(after_loop, "T.copy s (shared) -> f")
 
 
 @tilecraft.jit
@@ -127,5 +131,4 @@ def scalar_store_then_tile_write():
 
 def test_a_tile_write_after_a_scalar_store_waits_for_it():
     src = _source(scalar_store_then_tile_write)
-    between = src.split("s[tx_1] = 0.0f;")[1].split("T.copy A (global) -> s")[0]
-    assert "__syncthreads();" in between
+    assert _barrier_before(src.split("s[tx_1] = 0.0f;")[1], "T.copy A (global) -> s")

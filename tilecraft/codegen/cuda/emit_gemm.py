@@ -137,6 +137,22 @@ def planned_load(em, plan: dict, name: str, buf, fn: str, dst: str, atom: int, k
     em.w(f"{fn}({dst}, {name}_smem{stage} + {off} * {buf.dtype.bits // 8}u);")
 
 
+def load_a_atom(em, op: Gemm, plans: dict, dst: str, im: int, kk: int, stage: str = "") -> None:
+    """The A atom (im, kk) into u32[4] `dst`: planned address when there is a plan."""
+    if "a" not in plans:
+        return load_a(em, op, dst, str(im), str(kk))
+    fn = "tc::ldmatrix_x4_trans" if op.transpose_A else "tc::ldmatrix_x4"
+    planned_load(em, plans["a"], "a", op.A.buffer, fn, dst, im, kk, stage)
+
+
+def load_b_pair(em, op: Gemm, plans: dict, dst: str, jn: int, kk: int, stage: str = "") -> None:
+    """The B atoms (jn, kk), (jn + 1, kk) into u32[2][2] at `dst`: planned when possible."""
+    if "b" not in plans:
+        return load_b2(em, op, dst, str(jn), str(kk))
+    fn = "tc::ldmatrix_x4" if op.transpose_B else "tc::ldmatrix_x4_trans"
+    planned_load(em, plans["b"], "b", op.B.buffer, fn, dst, jn, kk, stage)
+
+
 def operand_plans(em, op: Gemm, kks, smem_of) -> dict:
     """offset_plan for A and B when they are in shared memory, with their declarations."""
     _, _, _, _, _, tm, tn = gemm_shape(em, op)
@@ -227,22 +243,16 @@ def _unrolled_k16_steps(em, op: Gemm, plans: dict) -> None:
                 em.w("#pragma unroll")
                 em.w(f"for (int r = 0; r < 4; ++r) a_frag[{im}][r] = tc::pack2({A.name}[{base} "
                      f"+ 2 * r], {A.name}[{base} + 2 * r + 1]);")
-            elif "a" in plans:
-                fn = "tc::ldmatrix_x4_trans" if op.transpose_A else "tc::ldmatrix_x4"
-                planned_load(em, plans["a"], "a", A, fn, f"a_frag[{im}]", im, kk)
             else:
-                load_a(em, op, f"a_frag[{im}]", str(im), str(kk))
+                load_a_atom(em, op, plans, f"a_frag[{im}]", im, kk)
         for jn in range(0, tn, 2):
             em.open("")
             width = min(2, tn - jn)
             em.w(f"tc::u32 b_frag[{width}][2];")
             if width == 1:
                 load_b1(em, op, "b_frag[0]", jn, str(kk))
-            elif "b" in plans:
-                fn = "tc::ldmatrix_x4" if op.transpose_B else "tc::ldmatrix_x4_trans"
-                planned_load(em, plans["b"], "b", op.B.buffer, fn, "&b_frag[0][0]", jn, kk)
             else:
-                load_b2(em, op, "&b_frag[0][0]", str(jn), str(kk))
+                load_b_pair(em, op, plans, "&b_frag[0][0]", jn, kk)
             em.w("#pragma unroll")
             em.open(f"for (int im = 0; im < {tm}; ++im)")
             for w in range(width):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from tilecraft.ir import Gemm
 
-from .emit_gemm import MMA, gemm_shape, load_a, load_b2, operand_plans, planned_load, warp_origin
+from .emit_gemm import MMA, gemm_shape, load_a_atom, load_b_pair, operand_plans, warp_origin
 
 
 def lone_gemm(em, consumers: list, plan) -> Gemm | None:
@@ -49,32 +49,16 @@ def emit_gemm_mainloop(em, loop, plan, g: Gemm, producers, read_ptr) -> None:
     em.w(f"tc::u32 a_frag[2][{tm}][4], b_frag[2][{tn}][2];")
     plans = operand_plans(em, g, range(k16), lambda b: em.shared_ptr[b])
 
-    def planned(name: str, buf, fn: str, dst: str, atom: int, kk: int) -> None:
-        stage = f" + stage_r * {em.state.shared[buf].nbytes}u" if buf in plan.buffers else ""
-        planned_load(em, plans[name], name, buf, fn, dst, atom, kk, stage)
+    def stage(buf) -> str:
+        return f" + stage_r * {em.state.shared[buf].nbytes}u" if buf in plan.buffers else ""
 
     def load(buf: int, kk: int) -> None:
+        """The fragments of k16 step kk into register buffer `buf`."""
         read_ptr()
-        if "a" in plans:
-            fn = "tc::ldmatrix_x4_trans" if g.transpose_A else "tc::ldmatrix_x4"
-            for im in range(tm):
-                planned("a", g.A.buffer, fn, f"a_frag[{buf}][{im}]", im, kk)
-        else:
-            em.w("#pragma unroll")
-            em.w(f"for (int im = 0; im < {tm}; ++im)")
-            em.indent += 1
-            load_a(em, g, f"a_frag[{buf}][im]", "im", str(kk))
-            em.indent -= 1
-        if "b" in plans:
-            fn = "tc::ldmatrix_x4" if g.transpose_B else "tc::ldmatrix_x4_trans"
-            for jn in range(0, tn, 2):
-                planned("b", g.B.buffer, fn, f"&b_frag[{buf}][{jn}][0]", jn, kk)
-        else:
-            em.w("#pragma unroll")
-            em.w(f"for (int jn = 0; jn < {tn}; jn += 2)")
-            em.indent += 1
-            load_b2(em, g, f"&b_frag[{buf}][jn][0]", "jn", str(kk))
-            em.indent -= 1
+        for im in range(tm):
+            load_a_atom(em, g, plans, f"a_frag[{buf}][{im}]", im, kk, stage(g.A.buffer))
+        for jn in range(0, tn, 2):
+            load_b_pair(em, g, plans, f"&b_frag[{buf}][{jn}][0]", jn, kk, stage(g.B.buffer))
 
     # the copies of one iteration are spread over its first k16 steps (fewer memory
     # instructions back to back); all are committed before the wait at step k16 - 1

@@ -107,14 +107,24 @@ def _memory_scan(em, op: CumSum, shape: tuple[int, ...]) -> None:
     if length >= 32 and rows < nt:
         _warp_rows(em, op, shape, k, length, rows, t)
     else:
-        em.open(f"for (int c = tid; c < {rows}; c += {nt})")
-        em.w(f"{t} acc = {t}(0);")
-        em.open(f"for (int kk = 0; kk < {length}; ++kk)")
-        coords = _element_coords(shape, k, "c", "kk", length, op.reverse)
-        em.w(f"acc += {_load(em, op.src, coords, t)};")
-        _store(em, op.dst, coords, "acc")
-        em.close()
-        em.close()
+        _serial_rows(em, op, shape, k, length, t, f"for (int c = tid; c < {rows}; c += {nt})")
+    em.close()
+
+
+def _serial_rows(em, op: CumSum, shape, k, length: int, t: str, rows_loop: str,
+                 unroll: bool = False) -> None:
+    """Each row `c` of `rows_loop` scanned element by element, the running sum in `acc`."""
+    if unroll:
+        em.w("#pragma unroll")
+    em.open(rows_loop)
+    em.w(f"{t} acc = {t}(0);")
+    if unroll:
+        em.w("#pragma unroll")
+    em.open(f"for (int kk = 0; kk < {length}; ++kk)")
+    coords = _element_coords(shape, k, "c", "kk", length, op.reverse)
+    em.w(f"acc += {_load(em, op.src, coords, t)};")
+    _store(em, op.dst, coords, "acc")
+    em.close()
     em.close()
 
 
@@ -142,16 +152,7 @@ def _local_scan(em, op: CumSum, shape: tuple[int, ...]) -> None:
     rows = math.prod(shape) // length
     t = _acc_type(op)
     em.open("")
-    em.w("#pragma unroll")
-    em.open(f"for (int c = 0; c < {rows}; ++c)")
-    em.w(f"{t} acc = {t}(0);")
-    em.w("#pragma unroll")
-    em.open(f"for (int kk = 0; kk < {length}; ++kk)")
-    coords = _element_coords(shape, k, "c", "kk", length, op.reverse)
-    em.w(f"acc += {_load(em, op.src, coords, t)};")
-    _store(em, op.dst, coords, "acc")
-    em.close()
-    em.close()
+    _serial_rows(em, op, shape, k, length, t, f"for (int c = 0; c < {rows}; ++c)", unroll=True)
     em.close()
 
 
