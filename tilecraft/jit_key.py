@@ -24,6 +24,7 @@ from typing import Any
 import tilecraft
 
 FORMAT = 1
+CODEGEN_ENV = ("TILECRAFT_WGMMA",)  # environment variables that change the generated code
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -64,6 +65,7 @@ def call_key(
     fp.add("format", FORMAT, tilecraft.__version__, tilecraft_sources_hash(), sys.version)
     fp.add("nvrtc", nvrtc_release())
     fp.add("target", repr(target_from_arch(arch) if arch else current_target()))
+    fp.add("env", *(os.environ.get(v, "") for v in CODEGEN_ENV))
     try:
         fp.value(dict(options))
         if isinstance(factory, types.FunctionType):

@@ -46,6 +46,7 @@ class KernelState:
     loop_layouts: dict[int, Any] = field(default_factory=dict)  # id(ParallelLoop) -> Fragment
     gemm_warps: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(Gemm) -> (wm, wn)
     gemm_copies: dict[int, int] = field(default_factory=dict)  # id(Gemm) -> copies of the grid
+    gemm_wgmma: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(Gemm) -> (gm, gn)
     # pipelining
     pipelines: dict[int, PipelinePlan] = field(default_factory=dict)  # id(For) -> plan
     # shared memory

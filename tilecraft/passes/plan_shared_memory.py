@@ -2,7 +2,8 @@
 bytes of buffers whose lifetimes do not overlap.
 
 Requires: `pipelines` (stage counts) and `layouts` (reduction scratch sizes).  Guarantees
-(`smem_plan`): state.shared[buf] = SharedSlot(offset, bytes per stage, stages), 128-byte aligned;
+(`smem_plan`): state.shared[buf] = SharedSlot(offset, bytes per stage, stages), 128-byte aligned
+(1024 for swizzled tiles: wgmma reads them through the hardware swizzle);
 cross-warp reductions get a scratch slot (state.reduce_scratch); 16-bit 2-D buffers whose rows
 hold >= 32 bytes in 16-byte chunks are XOR-swizzled (state.swizzled, see codegen/cuda/indexing.py);
 state.smem_bytes is the arena size after reuse, TC503 when even that exceeds the target's
@@ -43,10 +44,11 @@ from .context import KernelState, SharedSlot
 from .smem_liveness import Program
 
 ALIGN = 128
+SWIZZLE_ALIGN = 1024  # a swizzle period: wgmma and TMA apply the swizzle to address bits
 
 
-def _align(x: int) -> int:
-    return (x + ALIGN - 1) // ALIGN * ALIGN
+def _align(x: int, to: int = ALIGN) -> int:
+    return (x + to - 1) // to * to
 
 
 def wants_swizzle(buf) -> bool:
@@ -65,6 +67,7 @@ class ArenaItem:
     uses: tuple[int, ...]  # numbers of the statements that access it
     live: tuple[int, int]  # the first and last statement it must survive
     offset: int = 0
+    align: int = ALIGN  # SWIZZLE_ALIGN for swizzled tiles
 
     @property
     def end(self) -> int:
@@ -95,7 +98,7 @@ def _items(state: KernelState, prog: Program) -> tuple[list[ArenaItem], list[Sha
             uses = sorted(set(prog.uses.get(b, [])) | set(loops))  # the prologue writes at q
             live = prog.live_range(b, uses) if uses else (0, len(prog.stmts) - 1)
             items.append(ArenaItem(b.name, b, slots[-1].nbytes * slots[-1].stages, tuple(uses),
-                                   live))
+                                   live, align=SWIZZLE_ALIGN if wants_swizzle(b) else ALIGN))
         elif i in prog.scratch:
             size = _align(state.layouts[s.dst.buffer].local_size * state.num_threads * 4)
             line = s.span.line if s.span is not None else "?"
@@ -108,11 +111,12 @@ def _place(items: list[ArenaItem], conflict) -> None:
     placed: list[ArenaItem] = []
     order = sorted(range(len(items)), key=lambda i: (-items[i].nbytes, items[i].live[0], i))
     for it in (items[i] for i in order):
-        it.offset = 0
+        offset = 0
         for p in sorted((p for p in placed if conflict(p, it)), key=lambda p: p.offset):
-            if it.end <= p.offset:
+            if _align(offset, it.align) + it.nbytes <= p.offset:
                 break
-            it.offset = max(it.offset, p.end)
+            offset = max(offset, p.end)
+        it.offset = _align(offset, it.align)
         placed.append(it)
 
 

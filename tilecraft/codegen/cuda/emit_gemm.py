@@ -171,6 +171,10 @@ def operand_plans(em, op: Gemm, kks, smem_of) -> dict:
 
 
 def emit_gemm(em, op: Gemm) -> None:
+    if id(op) in em.state.gemm_wgmma:
+        from .emit_wgmma import emit_wgmma
+
+        return emit_wgmma(em, op)
     m, n, k, wm, wn, tm, tn = gemm_shape(em, op)
     A, B, C = op.A.buffer, op.B.buffer, op.C.buffer
     em.comment(op, f"T.gemm {A.name} x {B.name}{'^T' if op.transpose_B else ''} -> {C.name}: "

@@ -29,6 +29,8 @@ def lone_gemm(em, consumers: list, plan) -> Gemm | None:
     if len(consumers) != 1 or not isinstance(consumers[0], Gemm):
         return None
     g = consumers[0]
+    if id(g) in em.state.gemm_wgmma:
+        return None
     if (g.clear_accum or g.A.buffer.scope != "shared" or g.B.buffer.scope != "shared"
             or g.A.dtype.name not in MMA or plan.num_stages < 2):
         return None

@@ -35,6 +35,8 @@ class KernelEmitter:
         self.read_since_sync = False  # shared memory read since the last barrier
         self.write_pending = False  # a scalar store to shared memory since the last barrier
         self.uniq = 0
+        self.helpers: dict[str, str] = {}  # device functions written before the kernel
+        self.uses_wgmma = bool(state.gemm_wgmma)
         self.p = ExprPrinter(self.name, self.load)
 
     # ---- output -------------------------------------------------------------------------
@@ -59,6 +61,8 @@ class KernelEmitter:
         self.w(f"// {what}" + (f"  (line {line})" if line else ""))
 
     def sync(self) -> None:
+        if self.uses_wgmma:  # wgmma reads shared memory through the async proxy
+            self.w("tc::fence_proxy_async();")
         self.w("__syncthreads();")
         self.read_since_sync = False
         self.write_pending = False
@@ -81,7 +85,7 @@ class KernelEmitter:
 
     def flat_index(self, buf: Buffer, idx: list[str]) -> str:
         if buf.scope == "shared" and buf in self.state.swizzled:
-            return swizzled_offset(buf.shape[1], idx[0], idx[1])
+            return swizzled_offset(buf.shape[0], buf.shape[1], idx[0], idx[1])
         out = None
         for d, (i, n) in enumerate(zip(idx, buf.shape)):
             if out is None:

@@ -5,10 +5,11 @@
 * `local_map(src, dst, keep, span)`: the local index in `dst` of the element a thread holds at
   local `li` of `src`, projected onto the dims `keep`, as a C expression in `li` (affine in the
   digits of li, so it folds to a constant once the loop over li is unrolled).
-* `swizzled_offset(rows, cols, r, c)`: element offset in a 16-bit XOR-swizzled row-major tile;
-  16-byte chunk k of row r is stored at chunk k ^ ((r >> s) & (p - 1)), p = the largest power
-  of two <= 8 dividing the chunks per row, s = log2(8 / p); 8 consecutive rows reading the same
-  logical chunk (ldmatrix, cp.async) then touch 8 distinct 16-byte bank groups.
+* `swizzled_offset(rows, cols, r, c)`: element offset in a 16-bit swizzled tile, the canonical
+  32/64/128-byte swizzle of TMA and wgmma: column blocks of 16, 32 or 64 elements, each
+  row-major, 16-byte chunk k of row r stored at chunk k ^ ((r >> s) & (p - 1)) of its block
+  (p = chunks per block row, s = log2(8 / p)); 8 consecutive rows reading the same logical
+  chunk (ldmatrix, cp.async) then touch 8 distinct 16-byte bank groups.
 """
 
 from __future__ import annotations
@@ -111,16 +112,35 @@ def local_map(src, dst, keep: tuple[int, ...], span=None) -> str:
 
 
 def swizzle_params(cols: int) -> tuple[int, int]:
-    chunks = cols // 8
-    p = 1
-    while p < 8 and chunks % (p * 2) == 0:
-        p *= 2
+    """(p, s) of a 16-bit tile with rows of `cols` elements: within each column block
+    (`swizzle_block`), 16-byte chunk k of row r is stored at chunk k ^ ((r >> s) & (p - 1));
+    p = 1 means no swizzle."""
+    block = swizzle_block(cols)
+    p = block // 8 if block else 1
     return p, int(math.log2(8 // p))
 
 
-def swizzled_offset(cols: int, r: str, c: str) -> str:
+def swizzle_block(cols: int) -> int:
+    """Elements per row of one swizzle atom: the widest of 128, 64, 32 bytes dividing a row of
+    16-bit elements (0 when none does)."""
+    for width in (64, 32, 16):
+        if cols % width == 0:
+            return width
+    return 0
+
+
+def swizzled_offset(rows: int, cols: int, r: str, c: str) -> str:
+    """Element offset of (r, c) in the canonical swizzled layout of a 16-bit (rows, cols) tile
+    (the TMA / wgmma 32/64/128-byte swizzle, `tilecraft.layout.make_swizzled_layout`): column
+    blocks of `swizzle_block(cols)` elements one after another, each row-major with its chunks
+    XOR-permuted per row."""
     p, s = swizzle_params(cols)
     if p == 1:
         return f"({r}) * {cols} + ({c})"
+    block = swizzle_block(cols)
     row = f"({r})" if s == 0 else f"(({r}) >> {s})"
-    return f"({r}) * {cols} + (((({c}) >> 3) ^ ({row} & {p - 1})) << 3) + (({c}) & 7)"
+    if block == cols:
+        return f"({r}) * {cols} + (((({c}) >> 3) ^ ({row} & {p - 1})) << 3) + (({c}) & 7)"
+    shift = block.bit_length() - 1
+    return (f"(({c}) >> {shift}) * {rows * block} + ({r}) * {block} + ((((({c}) >> 3) & "
+            f"{p - 1}) ^ ({row} & {p - 1})) << 3) + (({c}) & 7)")

@@ -12,14 +12,32 @@ warps, r copies over: C = replicate(r) * (the above), each copy holding the whol
 
 The register A layout equals the C layout of a gemm with N = K, so an accumulator cast to
 fp16 feeds the next gemm from registers (FlashAttention) when both use FullRow.
+
+On sm_90a a gemm with both operands in shared memory runs on wgmma instead (`wgmma_plan`): the
+warpgroups split the tile gm x gn, each issuing m64nNk16 with N = n / gn <= 256 over its
+tm64 = m / (64 gm) row tiles. Warp w of a warpgroup holds rows 16 w.. of each 64-row tile, so
+
+    C = spatial(gm, gn) * local(tm64, 1) * spatial(4, 1) * local(1, n / (8 gn)) * (mma C atom)
+
+which is the mma.sync layout with warps 4 gm x gn whenever tm64 == 1. It is chosen when both
+operands have canonical wgmma layouts (tilecraft.layout.wgmma) and, if some gemm of the kernel
+reads A from registers, only when the layout is the mma.sync one (that gemm's A layout is).
+`TILECRAFT_WGMMA=0` turns it off.
 """
 
 from __future__ import annotations
 
+import os
+
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Gemm
+from tilecraft.ir.visitor import walk
 from tilecraft.layout import local, replicate, spatial
 from tilecraft.layout.atoms import MMA_M16N8K16_F16
+from tilecraft.layout.swizzle import make_swizzled_layout
+from tilecraft.layout.wgmma import operand_descriptor
+
+from ..plan_shared_memory import wants_swizzle
 
 
 def warp_partition(op: Gemm, num_warps: int) -> tuple[int, int, int]:
@@ -54,14 +72,102 @@ def a_layout(m: int, k: int, wm: int):
     return spatial(wm, 1) * local(m // (16 * wm), k // 16) * MMA_M16N8K16_F16.a
 
 
+def wgmma_c_layout(m: int, n: int, gm: int, gn: int):
+    return (spatial(gm, gn) * local(m // (64 * gm), 1) * spatial(4, 1)
+            * local(1, n // (8 * gn)) * MMA_M16N8K16_F16.c)
+
+
+def operand_layout(region):
+    """The shared layout of a whole-buffer gemm operand as codegen stores it; None otherwise."""
+    buf = region.buffer
+    if buf.scope != "shared" or not region.is_full() or not wants_swizzle(buf):
+        return None
+    return make_swizzled_layout(buf.static_shape, 16)
+
+
+def wgmma_descriptors(op: Gemm, gm: int, gn: int) -> list | None:
+    """[(A descriptor, B descriptor) per warpgroup (wg = g_m * gn + g_n)], None if any operand
+    slab is not a canonical wgmma layout."""
+    m, n, k = op.mnk()
+    la, lb = operand_layout(op.A), operand_layout(op.B)
+    if la is None or lb is None:
+        return None
+    out = []
+    for g in range(gm * gn):
+        g_m, g_n = divmod(g, gn)
+        da = operand_descriptor(la, not op.transpose_A, g_m * m // gm, 64, m // (64 * gm),
+                                k // 16)
+        db = operand_descriptor(lb, op.transpose_B, g_n * n // gn, n // gn, 1, k // 16)
+        if da is None or db is None:
+            return None
+        out.append((da, db))
+    # the emitter adds g_m * (start step of A) and g_n * (start step of B) to one descriptor
+    a0, b0 = out[0]
+    for g, (da, db) in enumerate(out):
+        g_m, g_n = divmod(g, gn)
+        for d, d0, i, ref in ((da, a0, g_m, out[gn][0] if gm > 1 else a0),
+                              (db, b0, g_n, out[1][1] if gn > 1 else b0)):
+            step = ref.starts[(0, 0)] - d0.starts[(0, 0)]
+            if any(d.starts[key] != d0.starts[key] + i * step for key in d0.starts):
+                return None
+    return out
+
+
+def wgmma_plan(ctx, op: Gemm, num_warps: int) -> tuple[int, int] | None:
+    """(gm, gn) warpgroups along M and N when this gemm runs on wgmma; None for mma.sync."""
+    state = ctx.state
+    if not state.target.has_wgmma or os.environ.get("TILECRAFT_WGMMA", "1") == "0":
+        return None
+    names = {op.A.dtype.name, op.B.dtype.name}
+    if (num_warps % 4 or names not in ({"float16"}, {"bfloat16"})
+            or op.C.buffer.scope != "fragment" or op.C.dtype.name != "float32"
+            or not op.C.is_full()):
+        return None
+    m, n, k = op.mnk()
+    groups = num_warps // 4
+    options = [(gm, groups // gm) for gm in range(1, groups + 1) if groups % gm == 0]
+    options = [(gm, gn) for gm, gn in options
+               if k % 16 == 0 and m % (64 * gm) == 0 and n % (8 * gn) == 0 and n // gn <= 256]
+    if op.policy == "FullRow":
+        options = [o for o in options if o[1] == 1] or options
+    elif op.policy == "FullCol":
+        options = [o for o in options if o[0] == 1] or options
+    # fewest operand rows read per k16 per warpgroup (wide N), then the squarest tile
+    options.sort(key=lambda o: (m // (64 * o[0]) * (64 + n // o[1]), abs(m // o[0] - n // o[1])))
+    for gm, gn in options:
+        if wgmma_descriptors(op, gm, gn) is None:
+            continue
+        if _has_register_a_gemm(ctx):
+            wm, wn, r = warp_partition(op, num_warps)
+            if r != 1 or wgmma_c_layout(m, n, gm, gn) != c_layout(m, n, wm, wn):
+                continue
+        return gm, gn
+    return None
+
+
+def _has_register_a_gemm(ctx) -> bool:
+    if not hasattr(ctx, "register_a_gemm"):
+        ctx.register_a_gemm = any(isinstance(s, Gemm) and s.A.buffer.scope == "fragment"
+                                  for s in walk(ctx.state.kernel.body))
+    return ctx.register_a_gemm
+
+
 def gemm_rule(ctx, op: Gemm, level: str) -> None:
     if level != "strict":
         return
     state = ctx.state
+    m, n, k = op.mnk()
+    wg = wgmma_plan(ctx, op, state.num_threads // 32)
+    if wg is not None:
+        gm, gn = wg
+        state.gemm_wgmma[id(op)] = wg
+        state.gemm_warps[id(op)] = (4 * gm, gn)
+        state.gemm_copies[id(op)] = 1
+        ctx.set(op.C.buffer, wgmma_c_layout(m, n, gm, gn), op, "wgmma accumulator layout")
+        return
     wm, wn, r = warp_partition(op, state.num_threads // 32)
     state.gemm_warps[id(op)] = (wm, wn)
     state.gemm_copies[id(op)] = r
-    m, n, k = op.mnk()
     ctx.set(op.C.buffer, c_layout(m, n, wm, wn, r), op, "mma accumulator layout")
     if op.A.buffer.scope == "fragment":
         if wn != 1 or op.transpose_A or r != 1:

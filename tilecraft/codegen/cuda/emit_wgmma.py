@@ -1,0 +1,90 @@
+"""T.gemm -> wgmma.mma_async (sm_90a): both operands read from shared memory by descriptor.
+
+The warpgroups split C gm x gn (rules_gemm.wgmma_plan); warpgroup (g_m, g_n) issues, per k16
+step, one m64nNk16 per 64-row tile t of its rows (N = n / gn) into the registers of C atom row
+t: C[(t * tn + j) * 4 + e], the mma.sync register order. Descriptors come from
+tilecraft.layout.wgmma (checked element by element against the tile's swizzled layout); each
+(t, kk) slab is the warpgroup's descriptor plus a constant.
+
+    fence the accumulator registers; wgmma.fence
+    for kk, t: wgmma(C atom row t, desc_A + start_A(t, kk), desc_B + start_B(kk))
+    commit; wait until done; fence the accumulator registers
+
+The wait leaves no wgmma running past the gemm, so the barriers placed for shared memory keep
+their meaning (a pipelined loop refills a stage only after every warpgroup finished with it).
+"""
+
+from __future__ import annotations
+
+from tilecraft.ir import Gemm
+from tilecraft.passes.layout_inference.rules_gemm import wgmma_descriptors
+
+PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def wgmma_helper(em, n: int, dtype: str, trans_a: int, trans_b: int) -> str:
+    """Name of the device function issuing one m64n{n}k16 (written into the source once)."""
+    t = PTX_TYPE[dtype]
+    name = f"tc_wgmma_m64n{n}k16_{t}_t{trans_a}{trans_b}"
+    if name not in em.helpers:
+        regs = n // 2
+        d = ", ".join(f"%{i}" for i in range(regs))
+        outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+        em.helpers[name] = (
+            f"__device__ __forceinline__ void {name}(float* d, tc::u64 a, tc::u64 b) {{\n"
+            f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
+            f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{d}}}, %{regs}, '
+            f'%{regs + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n"\n'
+            f"      : {outs}\n"
+            f'      : "l"(a), "l"(b), "n"(1));\n'
+            "}\n")
+    return name
+
+
+def _fence_acc(em, acc: str, count: int) -> None:
+    em.w("#pragma unroll")
+    em.w(f"for (int li = 0; li < {count}; ++li) tc::wgmma_fence_operand({acc}[li]);")
+
+
+def emit_wgmma(em, op: Gemm) -> None:
+    m, n, k = op.mnk()
+    gm, gn = em.state.gemm_wgmma[id(op)]
+    descs = wgmma_descriptors(op, gm, gn)
+    tm, nw = m // (64 * gm), n // gn
+    tn = nw // 8
+    A, B, C = op.A.buffer, op.B.buffer, op.C.buffer
+    em.comment(op, f"T.gemm {A.name}{'^T' if op.transpose_A else ''} x {B.name}"
+               f"{'^T' if op.transpose_B else ''} -> {C.name}: {m}x{n}x{k}, warpgroups {gm}x{gn}, "
+               f"{tm} wgmma.m64n{nw}k16 per warpgroup per k16 (operands from shared memory)")
+    if op.clear_accum:
+        em.w("#pragma unroll")
+        em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {C.name}[li] = 0.f;")
+    fn = wgmma_helper(em, nw, A.dtype.name, int(op.transpose_A), int(1 - op.transpose_B))
+    em.open("")
+    da0, db0 = descs[0]
+    step = {}
+    for name, axis, pick in (("a", gm, 0), ("b", gn, 1)):
+        first = descs[0][pick]
+        other = descs[gn if pick == 0 else 1][pick] if axis > 1 else first
+        step[name] = other.starts[(0, 0)] - first.starts[(0, 0)]
+    wg_m = "(tid / 128) / " + str(gn) if gm > 1 else None
+    wg_n = f"(tid / 128) % {gn}" if gn > 1 else None
+    for name, buf, d, wg in (("a", A, da0, wg_m), ("b", B, db0, wg_n)):
+        addr = f"tc::smem_addr({em.shared_ptr[buf]})"
+        if wg is not None and step[name]:
+            addr = f"{addr} + ({wg}) * {step[name]}u"
+        em.w(f"const tc::u64 {name}_desc = tc::wgmma_desc({addr}, {d.base_word():#x}ull);  "
+             f"// {'K' if d.k_major else 'MN'}-major, {d.width}-byte swizzle, LBO {d.lbo}, "
+             f"SBO {d.sbo}")
+    _fence_acc(em, C.name, tm * tn * 4)
+    em.w("tc::wgmma_fence();")
+    for kk in range(k // 16):
+        for t in range(tm):
+            sa, sb = da0.starts[(t, kk)] >> 4, db0.starts[(0, kk)] >> 4
+            a = f"a_desc + {sa}" if sa else "a_desc"
+            b = f"b_desc + {sb}" if sb else "b_desc"
+            em.w(f"{fn}(&{C.name}[{t * tn * 4}], {a}, {b});")
+    em.w("tc::wgmma_commit();")
+    em.w("tc::wgmma_wait<0>();")
+    _fence_acc(em, C.name, tm * tn * 4)
+    em.close()
