@@ -9,7 +9,8 @@
     drain: wait_group 0; barrier
 
 A loop whose only consumer is one T.gemm gets the register-pipelined mainloop instead
-(emit_mainloop.py).
+(emit_mainloop.py), or on wgmma (3+ stages) one whose wgmma run across iterations
+(emit_wgmma.emit_wgmma_mainloop: copies S - 2 iterations ahead).
 """
 
 from __future__ import annotations
@@ -17,6 +18,18 @@ from __future__ import annotations
 from tilecraft.ir import For, SeqStmt
 
 from .emit_mainloop import emit_gemm_mainloop, lone_gemm
+from .emit_wgmma import emit_wgmma_mainloop
+
+
+def lone_wgmma(em, consumers: list, plan):
+    """The gemm when it is the loop's only consumer, runs on wgmma, and there are at least 3
+    stages (one read by the wgmma still running, one by the next, one or more loading)."""
+    from tilecraft.ir import Gemm
+
+    if (len(consumers) == 1 and isinstance(consumers[0], Gemm) and plan.num_stages >= 3
+            and id(consumers[0]) in em.state.gemm_wgmma):
+        return consumers[0]
+    return None
 
 
 def emit_pipelined(em, loop: For) -> None:
@@ -45,24 +58,27 @@ def emit_pipelined(em, loop: For) -> None:
         if commit:
             em.w("tc::cp_async_commit();")
 
+    producer_ids = {id(p) for p in plan.producers}
+    body = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
+    consumers = [s for s in body if id(s) not in producer_ids]
+    wgmma = lone_wgmma(em, consumers, plan)
     if em.read_since_sync:
         em.sync()  # the prologue's cp.async writes must not overtake earlier shared reads
     em.w("#pragma unroll")
-    em.open(f"for (int pre = 0; pre < {S - 1}; ++pre)")
+    em.open(f"for (int pre = 0; pre < {S - 2 if wgmma else S - 1}; ++pre)")
     producers("pre", "pre")
     em.close()
     for b in plan.buffers:
         em.shared_ptr[b] = base[b]
-    producer_ids = {id(p) for p in plan.producers}
-    body = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
-    consumers = [s for s in body if id(s) not in producer_ids]
 
     def read_ptr() -> None:
         for b in plan.buffers:
             em.shared_ptr[b] = f"({base[b]} + stage_r * {stage_elems[b]})"
 
     gemm = lone_gemm(em, consumers, plan)
-    if gemm is not None:
+    if wgmma is not None:
+        emit_wgmma_mainloop(em, plan, wgmma, producers, read_ptr, v, start)
+    elif gemm is not None:
         emit_gemm_mainloop(em, loop, plan, gemm, producers, read_ptr)
     else:
         em.w(f"int stage_r = 0, stage_w = {S - 1};  // stages read and refilled by iteration "

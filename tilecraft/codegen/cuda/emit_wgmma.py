@@ -47,6 +47,21 @@ def _fence_acc(em, acc: str, count: int) -> None:
 
 
 def emit_wgmma(em, op: Gemm) -> None:
+    em.open("")
+    issue_wgmma(em, op)
+    em.w("tc::wgmma_wait<0>();")
+    _fence_acc(em, op.C.buffer.name, _acc_count(em, op))
+    em.close()
+
+
+def _acc_count(em, op: Gemm) -> int:
+    m, n, _ = op.mnk()
+    return m * n // em.state.num_threads
+
+
+def issue_wgmma(em, op: Gemm) -> None:
+    """Descriptors, fences and the wgmma of every k16 step, committed as one group (not
+    waited for)."""
     m, n, k = op.mnk()
     gm, gn = em.state.gemm_wgmma[id(op)]
     descs = wgmma_descriptors(op, gm, gn)
@@ -60,14 +75,13 @@ def emit_wgmma(em, op: Gemm) -> None:
         em.w("#pragma unroll")
         em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {C.name}[li] = 0.f;")
     fn = wgmma_helper(em, nw, A.dtype.name, int(op.transpose_A), int(1 - op.transpose_B))
-    em.open("")
     da0, db0 = descs[0]
     step = {}
     for name, axis, pick in (("a", gm, 0), ("b", gn, 1)):
         first = descs[0][pick]
         other = descs[gn if pick == 0 else 1][pick] if axis > 1 else first
         step[name] = other.starts[(0, 0)] - first.starts[(0, 0)]
-    wg_m = "(tid / 128) / " + str(gn) if gm > 1 else None
+    wg_m = (f"(tid / 128) / {gn}" if gn > 1 else "tid / 128") if gm > 1 else None
     wg_n = f"(tid / 128) % {gn}" if gn > 1 else None
     for name, buf, d, wg in (("a", A, da0, wg_m), ("b", B, db0, wg_n)):
         addr = f"tc::smem_addr({em.shared_ptr[buf]})"
@@ -85,6 +99,33 @@ def emit_wgmma(em, op: Gemm) -> None:
             b = f"b_desc + {sb}" if sb else "b_desc"
             em.w(f"{fn}(&{C.name}[{t * tn * 4}], {a}, {b});")
     em.w("tc::wgmma_commit();")
-    em.w("tc::wgmma_wait<0>();")
-    _fence_acc(em, C.name, tm * tn * 4)
+
+
+def emit_wgmma_mainloop(em, plan, g: Gemm, producers, read_ptr, v: str, start: str) -> None:
+    """The pipelined loop of a lone wgmma gemm, one wgmma group left running across iterations.
+    Copies run S - 2 iterations ahead (the prologue issued that many), so a stage is refilled
+    two iterations after it was read: past the barrier that follows every warpgroup's wait for
+    the group before (wgmma_wait<1>)."""
+    S = plan.num_stages
+    ahead = S - 2
+    em.w(f"int stage_r = 0, stage_w = {ahead};  // stages read and refilled by iteration k_iter")
+    em.open("for (int k_iter = 0; k_iter < n_iters; ++k_iter)")
+    em.w(f"tc::cp_async_wait<{ahead - 1}>();")
+    em.sync()
+    em.open("")
+    em.w(f"const int pre = k_iter + {ahead};")
+    producers("pre", "stage_w")
     em.close()
+    em.w(f"const int {v} = {start if start != '0' else ''}{' + ' if start != '0' else ''}k_iter;")
+    read_ptr()
+    em.open("")
+    issue_wgmma(em, g)
+    em.close()
+    em.w("tc::wgmma_wait<1>();  // the group of iteration k_iter - 1 is done: its stage is free "
+         "after the next barrier")
+    em.w(f"stage_r = stage_r == {S - 1} ? 0 : stage_r + 1;")
+    em.w(f"stage_w = stage_w == {S - 1} ? 0 : stage_w + 1;")
+    em.close()
+    em.w("tc::wgmma_wait<0>();")
+    _fence_acc(em, g.C.buffer.name, _acc_count(em, g))
+    em.read_since_sync = True
