@@ -18,7 +18,8 @@ from gemm import matmul
 SHAPES = [(8192, 1024, 8192), (8192, 8192, 8192), (8192, 28672, 8192), (8192, 8192, 28672)]
 ROUNDS = 5
 # (block_M, block_N, block_K, stages, threads): the best three of benchmarks/sweep.py on H100
-CONFIGS = [(128, 256, 64, 3, 256), (256, 128, 64, 3, 256), (256, 128, 128, 2, 256)]
+# (wgmma: 4 stages, copies run 2 iterations ahead)
+CONFIGS = [(128, 256, 64, 4, 256), (256, 128, 64, 4, 256), (128, 256, 32, 6, 256)]
 
 
 def run_triton(a, b, ref, name):

@@ -26,8 +26,11 @@ def lone_wgmma(em, consumers: list, plan):
     stages (one read by the wgmma still running, one by the next, one or more loading)."""
     from tilecraft.ir import Gemm
 
+    import os
+
     if (len(consumers) == 1 and isinstance(consumers[0], Gemm) and plan.num_stages >= 3
-            and id(consumers[0]) in em.state.gemm_wgmma):
+            and id(consumers[0]) in em.state.gemm_wgmma
+            and os.environ.get("TILECRAFT_WGMMA_PIPE", "1") != "0"):
         return consumers[0]
     return None
 

@@ -109,6 +109,9 @@ def emit_wgmma_mainloop(em, plan, g: Gemm, producers, read_ptr, v: str, start: s
     S = plan.num_stages
     ahead = S - 2
     em.w(f"int stage_r = 0, stage_w = {ahead};  // stages read and refilled by iteration k_iter")
+    # not unrolled: ptxas (NVRTC 13.0 and 13.5) was seen to hoist accumulator reads of the code
+    # after an unrolled loop above its final wgmma wait
+    em.w("#pragma unroll 1")
     em.open("for (int k_iter = 0; k_iter < n_iters; ++k_iter)")
     em.w(f"tc::cp_async_wait<{ahead - 1}>();")
     em.sync()
