@@ -62,7 +62,7 @@ class KernelEmitter:
 
     def sync(self) -> None:
         if self.uses_wgmma:  # wgmma reads shared memory through the async proxy
-            self.w("tc::fence_proxy_async();")
+            self.w("tc::fence_proxy_async_shared();")
         self.w("__syncthreads();")
         self.read_since_sync = False
         self.write_pending = False

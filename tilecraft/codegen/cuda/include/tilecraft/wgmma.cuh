@@ -1,10 +1,12 @@
 // tilecraft device header library: Hopper warpgroup mma (wgmma.mma_async), sm_90a only.
 // The mma instructions themselves (one per shape, with N/2 accumulator operands) are written
 // into the kernel source by the code generator (codegen/cuda/emit_wgmma.py); these are the
-// fences, group commits and waits around them, and the shared-memory descriptor.
+// fences, group commits and waits around them, and the shared-memory descriptor. Shared-memory
+// writes reach wgmma through sync.cuh's fence_proxy_async_shared (then a barrier).
 #pragma once
 
 #include "common.cuh"
+#include "sync.cuh"
 
 namespace tc {
 
@@ -19,10 +21,6 @@ template <int N>
 TC_DEVICE void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-
-// Makes this thread's generic-proxy shared-memory writes (st.shared, cp.async) visible to the
-// async proxy, through which wgmma reads its operands; a barrier then publishes them.
-TC_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Keeps the compiler from moving accesses of an accumulator register across the asynchronous
 // wgmma region (the asm statements do not say when the hardware writes it).
