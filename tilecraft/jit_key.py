@@ -24,7 +24,7 @@ from typing import Any
 import tilecraft
 
 FORMAT = 1
-CODEGEN_ENV = ("TILECRAFT_WGMMA",)  # environment variables that change the generated code
+CODEGEN_ENV = ("TILECRAFT_WGMMA", "TILECRAFT_WGMMA_PIPE")  # environment variables that change the generated code
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
