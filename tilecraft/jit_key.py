@@ -24,7 +24,8 @@ from typing import Any
 import tilecraft
 
 FORMAT = 1
-CODEGEN_ENV = ("TILECRAFT_WGMMA", "TILECRAFT_WGMMA_PIPE")  # environment variables that change the generated code
+# environment variables that change the generated code
+CODEGEN_ENV = ("TILECRAFT_WGMMA", "TILECRAFT_WGMMA_PIPE")
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
