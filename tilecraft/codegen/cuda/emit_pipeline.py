@@ -15,7 +15,9 @@ A loop whose only consumer is one T.gemm gets the register-pipelined mainloop in
 
 from __future__ import annotations
 
-from tilecraft.ir import For, SeqStmt
+import os
+
+from tilecraft.ir import For, Gemm, SeqStmt
 
 from .emit_mainloop import emit_gemm_mainloop, lone_gemm
 from .emit_wgmma import emit_wgmma_mainloop
@@ -24,10 +26,6 @@ from .emit_wgmma import emit_wgmma_mainloop
 def lone_wgmma(em, consumers: list, plan):
     """The gemm when it is the loop's only consumer, runs on wgmma, and there are at least 3
     stages (one read by the wgmma still running, one by the next, one or more loading)."""
-    from tilecraft.ir import Gemm
-
-    import os
-
     if (len(consumers) == 1 and isinstance(consumers[0], Gemm) and plan.num_stages >= 3
             and id(consumers[0]) in em.state.gemm_wgmma
             and os.environ.get("TILECRAFT_WGMMA_PIPE", "1") != "0"):
