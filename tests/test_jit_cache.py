@@ -112,6 +112,30 @@ def test_a_new_process_hit_imports_neither_ir_nor_passes(tmp_path, cache_dir):
     assert warm.split() == ["True", "False", "False", "False", "False"]
 
 
+@pytest.mark.gpu
+def test_a_new_process_hit_launches_without_cuda_bindings(tmp_path, cache_dir):
+    """The cache-hit path loads and launches the cubin through ctypes: importing cuda-bindings'
+    driver module would cost 20-55 ms of the new process's start."""
+    path = tmp_path / "kernels.py"
+    path.write_text(FACTORY.format(scale="3.0").replace(', arch="sm_80"', ""))
+    script = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(tmp_path)!r})
+        import kernels
+        a = torch.randn(1000, device="cuda")
+        b = torch.randn(1000, device="cuda")
+        c = kernels.scaled_add()(a, b)
+        ok = torch.allclose(c, a * 3.0 + b)
+        print(kernels.scaled_add()._cached is not None, ok, "cuda.bindings.driver" in sys.modules)
+    """)
+    env = dict(os.environ, TILECRAFT_CACHE_DIR=str(cache_dir))
+    run = [sys.executable, "-c", script]
+    cold = subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout
+    warm = subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout
+    assert cold.split()[:2] == ["False", "True"]
+    assert warm.split() == ["True", "True", "False"]
+
+
 def test_an_edit_of_the_kernel_source_misses(tmp_path, cache_dir):
     before = load_factory(tmp_path, scale="2.0")()
     before.get_kernel_source()

@@ -38,15 +38,19 @@ def tilecraft_sources_hash() -> str:
     """sha256 over tilecraft's own sources: every .py and .cuh file's path, size and mtime
     (a stat per file, as Python's bytecode cache does; reading them all cost 6-9 ms a process)."""
     h = hashlib.sha256()
-    for directory, subdirs, files in os.walk(_PACKAGE_DIR):
-        subdirs.sort()
-        for name in sorted(files):
-            if name.endswith((".py", ".cuh")):
-                path = os.path.join(directory, name)
-                st = os.stat(path)
-                h.update(f"{os.path.relpath(path, _PACKAGE_DIR)}\0{st.st_size}\0"
-                         f"{st.st_mtime_ns}\0".encode())
+    _hash_tree(h, str(_PACKAGE_DIR), "")
     return h.hexdigest()
+
+
+def _hash_tree(h: Any, directory: str, rel: str) -> None:
+    with os.scandir(directory) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for e in entries:
+        if e.name.endswith((".py", ".cuh")) and e.is_file():
+            st = e.stat()
+            h.update(f"{rel}{e.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        elif e.is_dir() and e.name != "__pycache__":
+            _hash_tree(h, e.path, f"{rel}{e.name}/")
 
 
 def call_key(

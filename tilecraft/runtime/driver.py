@@ -1,4 +1,4 @@
-"""Thin access to the CUDA driver API (cuda-bindings) on torch's CUDA context.
+"""Thin access to the CUDA driver API (ctypes on libcuda, else cuda-bindings) on torch's context.
 
 tilecraft shares torch's context: on first use for a device it initialises torch's CUDA state,
 retains that device's primary context (the one the CUDA runtime, hence torch, uses) and makes it
@@ -21,8 +21,19 @@ _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
-def driver_module() -> ModuleType:
-    """`cuda.bindings.driver` (or `cuda.cuda` from older cuda-python)."""
+def driver_module() -> Any:
+    """The driver API: libcuda through ctypes (cuda_ctypes.py) where it loads, else
+    cuda-bindings' module (whose import costs 20-55 ms)."""
+    from .cuda_ctypes import CtypesDriver, load_libcuda
+
+    lib = load_libcuda()
+    return CtypesDriver(lib) if lib is not None else bindings_module()
+
+
+@functools.lru_cache(maxsize=1)
+def bindings_module() -> ModuleType:
+    """`cuda.bindings.driver` (or `cuda.cuda` from older cuda-python): for what the ctypes
+    driver does not offer (cuLaunchKernelEx with its config structs)."""
     try:
         from cuda.bindings import driver  # type: ignore[import-not-found]
 
@@ -99,27 +110,6 @@ def ensure_context(device: int) -> None:
     cur = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if cur is None or int(cur) != _primary_handle[device]:
         check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-
-
-@functools.lru_cache(maxsize=1)
-def libcuda() -> Any:
-    """ctypes handles to the three driver entry points of the launch fast path (cuLaunchKernel,
-    cuCtxGetCurrent, cuCtxSetCurrent), or None where libcuda cannot be loaded. A ctypes call
-    costs about a microsecond; a cuda-bindings call with its argument objects several."""
-    import ctypes
-
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    c = ctypes
-    lib.cuLaunchKernel.argtypes = [c.c_void_p, *[c.c_uint] * 7, c.c_void_p, c.c_void_p, c.c_void_p]
-    lib.cuLaunchKernel.restype = c.c_int
-    lib.cuCtxGetCurrent.argtypes = [c.POINTER(c.c_void_p)]
-    lib.cuCtxGetCurrent.restype = c.c_int
-    lib.cuCtxSetCurrent.argtypes = [c.c_void_p]
-    lib.cuCtxSetCurrent.restype = c.c_int
-    return lib
 
 
 def ensure_context_fast(device: int, lib: Any, scratch: Any) -> None:

@@ -14,9 +14,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .driver import check, driver_module, ensure_context, ensure_context_fast, libcuda
+from .cuda_ctypes import CtypesDriver
+from .driver import bindings_module, check, driver_module, ensure_context, ensure_context_fast
 from .module import LoadedKernel
 
+_UNDECIDED = object()
 _CTYPES: dict[str, type] = {
     "pointer": ctypes.c_void_p,
     "int32": ctypes.c_int32,
@@ -65,14 +67,26 @@ class Launcher:
         self._streams: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._call_name = f"cuLaunchKernelEx({kernel.name})"
-        # the ctypes fast path: real cuda-bindings (not a test double), no cluster attribute
-        real = getattr(driver_module(), "__name__", "").startswith("cuda")
-        self._lib = libcuda() if real and cluster is None else None
+        self._lib: Any = _UNDECIDED  # the ctypes fast path's libcuda, or None (decided at launch)
         self._ctx = ctypes.c_void_p()
         self._handles: dict[tuple[int, int], int] = {}
 
-    def _make_config(self) -> Any:
+    def _fast_path(self) -> Any:
+        """libcuda for cuLaunchKernel through ctypes when it applies: the ctypes driver (not
+        cuda-bindings, not a test double) and no cluster attribute. Asked at the first launch,
+        so that making a kernel touches no driver."""
         drv = driver_module()
+        return drv.lib if isinstance(drv, CtypesDriver) and self.cluster is None else None
+
+    @staticmethod
+    def _structs() -> Any:
+        """Where CUlaunchConfig, CUstream and cuLaunchKernelEx come from: cuda-bindings, unless
+        the driver API is a test double (which provides them)."""
+        drv = driver_module()
+        return bindings_module() if isinstance(drv, CtypesDriver) else drv
+
+    def _make_config(self) -> Any:
+        drv = self._structs()
         config = drv.CUlaunchConfig()
         config.blockDimX, config.blockDimY, config.blockDimZ = self.block
         if self.cluster is not None:
@@ -88,7 +102,7 @@ class Launcher:
     def _stream(self, handle: int) -> Any:
         s = self._streams.get(handle)
         if s is None:
-            s = self._streams[handle] = driver_module().CUstream(handle)
+            s = self._streams[handle] = self._structs().CUstream(handle)
         return s
 
     def launch(
@@ -106,11 +120,15 @@ class Launcher:
                     raise ValueError(f"grid.{axis}={g} is not a multiple of cluster.{axis}={c}")
         if 0 in grid:
             return  # an empty grid launches nothing (the driver would reject it)
+        if self._lib is _UNDECIDED:
+            self._lib = self._fast_path()
         if self._lib is not None:
             return self._launch_ctypes(values, grid, smem, device, stream)
         function = self.kernel.function(device, smem)
         ensure_context(device)
-        drv = driver_module()
+        drv = self._structs()
+        if not isinstance(function, drv.CUfunction):
+            function = drv.CUfunction(int(function))
         with self._lock:
             if self._config is None:
                 self._config = self._make_config()
