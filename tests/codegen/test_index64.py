@@ -42,3 +42,49 @@ def test_tail_of_a_tensor_past_2_31_elements():
     b = last_rows(rows, cols)(a)
     torch.testing.assert_close(b, a[-128:], rtol=0, atol=0)
     del a
+
+
+@tilecraft.jit(out_idx=[1])
+def flat_scale(n, block=1024, dtype="int8"):
+    """B = 2 * A over a 1-D integer tensor, one block of `block` elements per CTA."""
+
+    @T.prim_func
+    def scale(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            frag = T.alloc_fragment((block,), dtype)
+            T.copy(A[bx * block], frag)
+            for i in T.Parallel(block):
+                frag[i] = frag[i] * 2
+            T.copy(frag, B[bx * block])
+            if bx == 0:
+                B[n - 1] = A[n - 1] * 2
+
+    return scale
+
+
+def test_huge_1d_tensor_computes_its_index_in_64_bits():
+    """A 1-D index is the flat index itself: `bx * 1024` must not wrap at 2^31."""
+    src = generate_cuda(flat_scale(2**31 + 4096).func, "sm_90a").source
+    body = src.split('extern "C"')[1]
+    assert "(long long)bx * 1024" in body.replace("((long long)bx * 1024)", "(long long)bx * 1024")
+    small = generate_cuda(flat_scale(2**20).func, "sm_90a").source
+    assert "long long" not in small.split('extern "C"')[1]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "uint32", "int64"])
+def test_guarded_reads_of_every_integer_type_compile(dtype):
+    """A partial tile's zero fill is spelled for multi-word C types too (`(signed char)0`)."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    kernel = tilecraft.compile(flat_scale.factory(10_000, dtype=dtype), arch="sm_80")
+    assert kernel.resources.spill_stores == 0
+
+
+@pytest.mark.gpu
+def test_a_1d_tensor_past_2_31_elements():
+    import torch
+
+    n = 2**31 + 4096 + 17  # a partial last block, 2 GiB per tensor
+    a = torch.randint(-60, 60, (n,), dtype=torch.int8, device="cuda")
+    b = flat_scale(n)(a)
+    assert torch.equal(b, a * 2)
+    del a, b

@@ -8,6 +8,7 @@ tc::floordiv / tc::floormod unless both sides are known non-negative constants.
 from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError
+from tilecraft.dtypes import resolve
 from tilecraft.ir import BinOp, BufferLoad, Call, Cast, Compare, Const, Not, Select, Var
 
 CTYPES = {
@@ -17,6 +18,8 @@ CTYPES = {
     "uint64": "unsigned long long", "bool": "bool",
     "float8_e4m3": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2",
 }
+
+INT64 = resolve("int64")
 
 # exp2 is the hardware ex2.approx.ftz (about 2 ulp; results below 2^-126 flush to 0), as in
 # Triton and TileLang: it is the softmax workhorse. The others are CUDA's accurate functions.
@@ -32,6 +35,11 @@ def ctype(dtype) -> str:
         return CTYPES[dtype.name]
     except KeyError:
         raise TilecraftError("TC502", detail=f"dtype {dtype}", hint="") from None
+
+
+def zero(t: str) -> str:
+    """Zero of C type `t` (`signed char(0)` is not C++: multi-word types take a C cast)."""
+    return f"({t})0" if " " in t else f"{t}(0)"
 
 
 def is_half(dtype) -> bool:
@@ -53,6 +61,15 @@ class ExprPrinter:
     def __init__(self, names, load):
         self.names = names  # Var -> C name
         self.load = load  # (BufferLoad) -> C expression
+        # integer arithmetic in 64 bits (the index of a 1-D tensor of 2^31 elements or more):
+        # variables are widened and 8-32-bit integer operations computed as `long long`
+        self.wide = False
+
+    def _t(self, dtype):
+        """The C arithmetic type of `dtype` here: int64 for narrower integers when wide."""
+        if self.wide and dtype.is_integer and dtype.bits < 64:
+            return INT64
+        return dtype
 
     def __call__(self, e) -> str:
         return self.expr(e)
@@ -61,11 +78,12 @@ class ExprPrinter:
         if isinstance(e, Const):
             return self.const(e)
         if isinstance(e, Var):
-            return self.names(e)
+            name = self.names(e)
+            return f"(long long){name}" if self._t(e.dtype) is not e.dtype else name
         if isinstance(e, BufferLoad):
             return self.load(e)
         if isinstance(e, Cast):
-            return f"tc::cast<{ctype(e.dtype)}>({self.expr(e.value)})"
+            return f"tc::cast<{ctype(self._t(e.dtype))}>({self.expr(e.value)})"
         if isinstance(e, Not):
             return f"(!{self.expr(e.a)})"
         if isinstance(e, Select):
@@ -96,11 +114,11 @@ class ExprPrinter:
 
     def binop(self, e: BinOp) -> str:
         a, b, op = self.expr(e.a), self.expr(e.b), e.op
-        t = e.dtype
+        t = self._t(e.dtype)
         if op not in ("and", "or", "<<", ">>"):  # mixed operands: convert like the IR promotes
-            if e.a.dtype != t:
+            if self._t(e.a.dtype) != t:
                 a = f"tc::cast<{ctype(t)}>({a})"
-            if e.b.dtype != t:
+            if self._t(e.b.dtype) != t:
                 b = f"tc::cast<{ctype(t)}>({b})"
 
         if op in ("min", "max"):

@@ -16,7 +16,7 @@ import re
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Copy
 
-from .cexpr import ctype
+from .cexpr import ctype, zero
 from .indexing import frag_coords, replica_index
 from .regions import in_bounds, region_index, tile_shape, vector_aligned
 
@@ -183,7 +183,7 @@ def _scalar_copy(em, op: Copy, loop=_chunk_loop) -> None:
             f"tc::cast<{ctype(op.dst.dtype)}>({sref})"
         sg, dg = in_bounds(em, op.src, si), in_bounds(em, op.dst, di)
         if sg:
-            val = f"(({sg}) ? {val} : {ctype(op.dst.dtype)}(0))"
+            val = f"(({sg}) ? {val} : {zero(ctype(op.dst.dtype))})"
         em.w(f"if ({dg}) {dref} = {val};" if dg else f"{dref} = {val};")
 
     loop(em, math.prod(shape), body)
@@ -242,7 +242,7 @@ def _frag_mem(em, op: Copy) -> None:
             em.w(f"{frag.buffer.name}[li + {j}] = {conv(f'val.v[{j}]', ft)};")
     else:
         val = conv(f"*{addr}", ft)
-        em.w(f"{frag.buffer.name}[li] = ({g}) ? {val} : {ft}(0);" if g else
+        em.w(f"{frag.buffer.name}[li] = ({g}) ? {val} : {zero(ft)};" if g else
              f"{frag.buffer.name}[li] = {val};")
     em.close()
     if rep:

@@ -28,7 +28,7 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import BufferRegion, DeviceAssert, LetStmt, Print, Var
 from tilecraft.ir.visitor import walk, walk_expr
 
-from .cexpr import ctype
+from .cexpr import ctype, zero
 from .emit_copy import _coords
 from .indexing import frag_coords, replica_index
 from .regions import in_bounds, region_index, tile_dims, tile_shape
@@ -150,7 +150,7 @@ def _print_values(em, r, shape, row: list[str], col0: str, count: int, pfmt, par
         idx = region_index(em, r, row + [col] if shape else [])
         ref = em.ref(r.buffer, idx)
         g = in_bounds(em, r, idx)
-        values.append(f"tc::dbg(({g}) ? {ref} : {ctype(r.dtype)}(0))" if g else f"tc::dbg({ref})")
+        values.append(f"tc::dbg(({g}) ? {ref} : {zero(ctype(r.dtype))})" if g else f"tc::dbg({ref})")
     end = f"{col0} + {count}" if col0 != "0" else str(count)
     lfmt, largs = _label(row, (col0, end) if shape else None)
     fmt = f"{pfmt}   {lfmt} " + " ".join([value_format(r.dtype)] * count)

@@ -49,7 +49,7 @@ def emit_atomic(em, op: Atomic) -> None:
     fn = ATOMIC_FN[op.kind]
     em.comment(op, f"T.atomic_{op.kind} -> {d.name}")
     if not isinstance(op.src, BufferRegion):
-        idx = [em.p(s) for s in op.dst.starts]
+        idx = em.index_exprs(d, op.dst.starts)
         em.w(f"{fn}(&{_mem_ptr(em, d)}[{em.flat_index(d, idx)}], "
              f"tc::cast<{ctype(d.dtype)}>({em.p(op.src)}));")
         return

@@ -16,7 +16,7 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Reduce
 from tilecraft.passes.smem_liveness import cross_warp_modes
 
-from .cexpr import ctype
+from .cexpr import ctype, zero
 from .indexing import local_map
 
 
@@ -29,7 +29,7 @@ def _combine(kind: str, t: str, a: str, b: str) -> str:
 
 def _init(kind: str, t: str) -> str:
     if kind in ("sum", "abssum", "absmax"):
-        return f"{t}(0)"
+        return f"{zero(t)}"
     sign = "-" if kind == "max" else ""
     return f"{sign}tc::infinity<{t}>()" if t in ("float", "half", "__nv_bfloat16") else \
         ("INT_MIN" if kind == "max" else "INT_MAX")

@@ -27,7 +27,7 @@ import math
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import CumSum
 
-from .cexpr import ctype
+from .cexpr import ctype, zero
 from .emit_copy import _coords
 from .regions import in_bounds, region_index, tile_dims, tile_shape
 
@@ -87,7 +87,7 @@ def _load(em, region, coords: list[str], t: str) -> str:
     ref = em.ref(region.buffer, idx)
     x = f"tc::cast<{t}>({ref})"
     g = in_bounds(em, region, idx)
-    return f"(({g}) ? {x} : {t}(0))" if g else x
+    return f"(({g}) ? {x} : {zero(t)})" if g else x
 
 
 def _store(em, region, coords: list[str], value: str, extra_guard: str | None = None) -> None:
@@ -117,7 +117,7 @@ def _serial_rows(em, op: CumSum, shape, k, length: int, t: str, rows_loop: str,
     if unroll:
         em.w("#pragma unroll")
     em.open(rows_loop)
-    em.w(f"{t} acc = {t}(0);")
+    em.w(f"{t} acc = {zero(t)};")
     if unroll:
         em.w("#pragma unroll")
     em.open(f"for (int kk = 0; kk < {length}; ++kk)")
@@ -134,11 +134,11 @@ def _warp_rows(em, op: CumSum, shape, k, length: int, rows: int, t: str) -> None
     warps = em.state.num_threads // 32
     em.w("const int lane = tid % 32;")
     em.open(f"for (int c = tid / 32; c < {rows}; c += {warps})")
-    em.w(f"{t} acc = {t}(0);")
+    em.w(f"{t} acc = {zero(t)};")
     em.open(f"for (int it = 0; it < {length}; it += 32)")
     em.w("const int kk = it + lane;")
     coords = _element_coords(shape, k, "c", "kk", length, op.reverse)
-    em.w(f"{t} val = {t}(0);")
+    em.w(f"{t} val = {zero(t)};")
     em.w(f"if (kk < {length}) val = {_load(em, op.src, coords, t)};")
     em.w("val = tc::warp_inclusive_scan(val) + acc;")
     _store(em, op.dst, coords, "val", f"kk < {length}")
@@ -181,7 +181,7 @@ def _fragment_scan(em, op: CumSum) -> None:
     em.w(f"{t} acc;")
     for row in groups.values():
         row.sort(reverse=op.reverse)
-        em.w(f"acc = {t}(0);  // a row of {len(row)} registers")
+        em.w(f"acc = {zero(t)};  // a row of {len(row)} registers")
         for _, li in row:
             em.w(f"acc += tc::cast<{t}>({s.name}[{li}]); {d.name}[{li}] = tc::cast<{dt}>(acc);")
     em.close()

@@ -15,7 +15,7 @@ from tilecraft.ir import (Allocate, Break, Buffer, BufferLoad, BufferStore, Eval
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
-from .cexpr import ExprPrinter, ctype
+from .cexpr import ExprPrinter, ctype, zero
 from .indexing import swizzled_offset
 
 
@@ -94,6 +94,16 @@ class KernelEmitter:
                 out = f"({out}) * {self.dim(n)} + {i}"
         return out or "0"
 
+    def index_exprs(self, buf: Buffer, exprs) -> list[str]:
+        """The C expressions of IR indices into `buf`: in 64-bit arithmetic for a 1-D tensor
+        of 2^31 elements or more (the flat index is the expression itself)."""
+        wide = needs_64bit_index(buf) and len(buf.shape) == 1
+        before, self.p.wide = self.p.wide, self.p.wide or wide
+        try:
+            return [self.p(i) for i in exprs]
+        finally:
+            self.p.wide = before
+
     def dim(self, n) -> str:
         return str(n) if isinstance(n, int) else f"({self.p(n)})"
 
@@ -115,7 +125,7 @@ class KernelEmitter:
     def load(self, e: BufferLoad) -> str:
         if e.buffer.scope == "shared":
             self.read_since_sync = True
-        return self.ref(e.buffer, [self.p(i) for i in e.indices])
+        return self.ref(e.buffer, self.index_exprs(e.buffer, e.indices))
 
     # ---- statements -----------------------------------------------------------------------
     def stmt(self, s) -> None:
@@ -149,7 +159,7 @@ class KernelEmitter:
             ws = s.buffer.scope == "shared"
             if ws and self.read_since_sync:
                 self.sync()
-            self.w(f"{self.ref(s.buffer, [self.p(i) for i in s.indices])} = "
+            self.w(f"{self.ref(s.buffer, self.index_exprs(s.buffer, s.indices))} = "
                    f"{self._store_value(s.buffer, s.value)};")
             self.write_pending = self.write_pending or ws
         elif isinstance(s, If):
@@ -196,7 +206,7 @@ class KernelEmitter:
         elif b.scope == "local":
             self.w(f"{t} {b.name}[{b.numel()}];")
         elif b.scope == "var":
-            self.w(f"{t} {b.name} = {t}(0);")
+            self.w(f"{t} {b.name} = {zero(t)};")
         elif b.scope == "shared":
             slot = self.state.shared[b]
             self.w(f"{t}* {b.name} = reinterpret_cast<{t}*>(tc_smem + {slot.offset});"

@@ -20,8 +20,9 @@ def tile_shape(r: BufferRegion) -> tuple[int, ...]:
 def region_index(em, r: BufferRegion, coords: list[str]) -> list[str]:
     out, k = [], 0
     dims = set(tile_dims(r))
+    starts = em.index_exprs(r.buffer, r.starts)
     for d, s in enumerate(r.starts):
-        base = em.p(s)
+        base = starts[d]
         if d in dims:
             c = coords[k]
             k += 1
