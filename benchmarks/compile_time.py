@@ -1,15 +1,16 @@
 """Cold vs cached time to a ready GEMM kernel, first-launch time, and host launch overhead.
 
 Runs itself in fresh processes sharing one empty cache directory: "cold" builds everything,
-"cached" finds the kernel in the jit cache (no front end, passes, codegen or NVRTC), "cubin
-cache only" turns the jit cache off (TILECRAFT_JIT_CACHE=0) and finds only the cubin.
+"cached" (5 processes) finds the kernel in the jit cache (no front end, passes, codegen or
+NVRTC), "cubin cache only" turns the jit cache off (TILECRAFT_JIT_CACHE=0) and finds only the
+cubin. A table of medians and ranges comes last.
 Usage: PYTHONPATH=$PWD python3 benchmarks/compile_time.py
 
 "ready" is import tilecraft + the factory call + `kernel.resources` (torch imported and its CUDA
 context made before); "first call" adds loading the cubin onto the GPU and the launch. The host
 time per call is the mean over 2000 back-to-back calls of a 256^3 GEMM, without
-synchronizing: with out_idx (the
-kernel allocates C) and without (C passed in, through the RuntimeKernel).
+synchronizing: with out_idx (the kernel allocates C) and without (C passed in, through the
+RuntimeKernel).
 """
 
 import os
@@ -46,6 +47,7 @@ def one_build() -> None:
         f"{(t2 - t1) * 1e3:.1f}, resources {(t3 - t2) * 1e3:.1f}; jit cache "
         f"{'hit' if kernel._cached is not None else 'miss'}); first call {(t4 - t3) * 1e3:.1f} ms"
     )
+    print(f"  TIMES {(t3 - t0) * 1e3:.2f} {(t4 - t0) * 1e3:.2f}")
 
     from tilecraft.runtime import RuntimeKernel
 
@@ -76,10 +78,21 @@ if __name__ == "__main__":
         one_build()
     else:
         env = dict(os.environ, TILECRAFT_CACHE_DIR=tempfile.mkdtemp())
+        runs: dict[str, list[tuple[float, float]]] = {}
         for label, extra in (
             ("cold", {}),
-            ("cached", {}),
+            *[("cached", {})] * 5,
             ("cubin cache only", {"TILECRAFT_JIT_CACHE": "0"}),
         ):
             print(label, end=": ", flush=True)
-            subprocess.run([sys.executable, __file__, "child"], env={**env, **extra}, check=True)
+            out = subprocess.run([sys.executable, __file__, "child"], env={**env, **extra},
+                                 check=True, capture_output=True, text=True).stdout
+            print("\n".join(ln for ln in out.splitlines() if "TIMES" not in ln), flush=True)
+            times = next(ln for ln in out.splitlines() if "TIMES" in ln).split()[1:]
+            runs.setdefault(label, []).append((float(times[0]), float(times[1])))
+        print("\nms, median [min-max] over new processes: ready / ready + first call")
+        for label, ts in runs.items():
+            for name, xs in (("ready", [t[0] for t in ts]), ("+ first call", [t[1] for t in ts])):
+                xs = sorted(xs)
+                print(f"  {label:17s} {name:13s} {xs[len(xs) // 2]:7.1f} "
+                      f"[{xs[0]:.1f}-{xs[-1]:.1f}] (n={len(xs)})")
