@@ -52,10 +52,11 @@ def flat_scale(n, block=1024, dtype="int8"):
     def scale(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
         with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
             frag = T.alloc_fragment((block,), dtype)
+            base = bx * block  # a let: computed in 64 bits too
             T.copy(A[bx * block], frag)
             for i in T.Parallel(block):
                 frag[i] = frag[i] * 2
-            T.copy(frag, B[bx * block])
+            T.copy(frag, B[base])
             if bx == 0:
                 B[n - 1] = A[n - 1] * 2
 
@@ -66,7 +67,8 @@ def test_huge_1d_tensor_computes_its_index_in_64_bits():
     """A 1-D index is the flat index itself: `bx * 1024` must not wrap at 2^31."""
     src = generate_cuda(flat_scale(2**31 + 4096).func, "sm_90a").source
     body = src.split('extern "C"')[1]
-    assert "(long long)bx * 1024" in body.replace("((long long)bx * 1024)", "(long long)bx * 1024")
+    assert "A[((long long)bx * 1024) + " in body
+    assert "const long long base = ((long long)bx * 1024);" in body
     small = generate_cuda(flat_scale(2**20).func, "sm_90a").source
     assert "long long" not in small.split('extern "C"')[1]
 

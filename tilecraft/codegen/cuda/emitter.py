@@ -38,6 +38,7 @@ class KernelEmitter:
         self.helpers: dict[str, str] = {}  # device functions written before the kernel
         self.uses_wgmma = bool(state.gemm_wgmma)
         self.p = ExprPrinter(self.name, self.load)
+        self.wide_lets = wide_let_vars(state.kernel.body) if state.kernel is not None else set()
 
     # ---- output -------------------------------------------------------------------------
     def w(self, line: str = "") -> None:
@@ -154,7 +155,12 @@ class KernelEmitter:
             self.allocate(s.buffer)
         elif isinstance(s, LetStmt):
             self.set_range(s.var, s.value)
-            self.w(f"const {ctype(s.value.dtype)} {self.name(s.var)} = {self.p(s.value)};")
+            if s.var in self.wide_lets:  # feeds a 64-bit index: computed in 64 bits
+                before, self.p.wide = self.p.wide, True
+                self.w(f"const long long {self.name(s.var)} = {self.p(s.value)};")
+                self.p.wide = before
+            else:
+                self.w(f"const {ctype(s.value.dtype)} {self.name(s.var)} = {self.p(s.value)};")
         elif isinstance(s, BufferStore):
             ws = s.buffer.scope == "shared"
             if ws and self.read_since_sync:
@@ -256,6 +262,36 @@ def needs_64bit_index(buf: Buffer) -> bool:
         return False
     n = buf.numel()
     return n is None or n >= 2**31
+
+
+def _wide_1d(buf: Buffer) -> bool:
+    return needs_64bit_index(buf) and len(buf.shape) == 1
+
+
+def wide_let_vars(body) -> set[Var]:
+    """Integer `let` variables that an index of a 1-D tensor needing 64-bit indices reads,
+    directly or through other lets (`base = bx * 256; A[base + i]`): they are computed in 64 bits,
+    since the index is the flat offset itself."""
+    lets = {s.var: s.value for s in walk(body) if isinstance(s, LetStmt) and s.var.dtype.is_integer}
+    if not lets:
+        return set()
+    roots = []
+    for s in walk(body):
+        if isinstance(s, BufferStore) and _wide_1d(s.buffer):
+            roots.extend(s.indices)
+        if isinstance(s, TileOp):
+            roots.extend(x for r in s.reads() + s.writes() if _wide_1d(r.buffer) for x in r.starts)
+        for e in stmt_exprs(s):
+            roots.extend(i for y in walk_expr(e) if isinstance(y, BufferLoad) and _wide_1d(y.buffer)
+                         for i in y.indices)
+    wide: set[Var] = set()
+    stack = [v for e in roots for v in walk_expr(e) if isinstance(v, Var)]
+    while stack:
+        v = stack.pop()
+        if v in lets and v not in wide:
+            wide.add(v)
+            stack.extend(x for x in walk_expr(lets[v]) if isinstance(x, Var))
+    return wide
 
 
 def _writes_shared(s) -> bool:
