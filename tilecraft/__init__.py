@@ -6,7 +6,7 @@
 
 __version__ = "0.1.0"
 
-from tilecraft.diagnostics import TilecraftError  # noqa: E402
+from tilecraft.diagnostics import PerformanceWarning, TilecraftError  # noqa: E402
 from tilecraft.jit import JITKernel, compile, jit  # noqa: E402
 
-__all__ = ["JITKernel", "TilecraftError", "compile", "jit", "__version__"]
+__all__ = ["JITKernel", "PerformanceWarning", "TilecraftError", "compile", "jit", "__version__"]

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilecraft import jit_cache
-from tilecraft.diagnostics import TilecraftError
+from tilecraft.diagnostics import TilecraftError, warn_at
 
 if TYPE_CHECKING:
     from tilecraft.ir import PrimFunc
@@ -101,6 +101,7 @@ class JITKernel:
                 self._cuda = self._cached.record.runtime_kernel()
             else:
                 self._cuda = self._build_cuda()
+            _warn_spills(self._cuda)
         return self._cuda
 
     def _build_cuda(self) -> RuntimeKernel:
@@ -224,6 +225,21 @@ class JITKernel:
                     )
             full.append(torch.empty(shape, dtype=p.dtype.torch_dtype, device=device))
         return full
+
+
+def _warn_spills(kernel: RuntimeKernel) -> None:
+    """A PerformanceWarning at the kernel's line when ptxas spilled registers to local memory."""
+    res = kernel.resources
+    if not res.has_spills:
+        return
+    amount = (f"{res.spill_stores} bytes of spill stores, {res.spill_loads} bytes of spill loads"
+              if res.spill_bytes is not None else f"{res.spill_instructions} spill instructions")
+    warn_at(
+        f"kernel `{kernel.name}` spills registers to local memory on {kernel.arch} ({amount}; "
+        f"{res.registers} registers per thread) and will run slowly: give each thread fewer "
+        "live values (more threads, a smaller tile, fewer pipeline stages)",
+        kernel.checker.span,
+    )
 
 
 def _lowered_grid(cuda: Any) -> tuple | None:

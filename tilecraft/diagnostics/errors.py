@@ -22,6 +22,20 @@ def _fmt(template: str, fields: dict) -> str:
     return string.Formatter().vformat(template, (), _Lenient(fields))
 
 
+class PerformanceWarning(UserWarning):
+    """The kernel runs, but a build step found something that makes it slow (register spills)."""
+
+
+def warn_at(message: str, span: Span | None, category: type[Warning] = PerformanceWarning) -> None:
+    """Issue `category` attributed to the user's line `span` (else to the caller's caller)."""
+    import warnings
+
+    if span is None or not span.file or span.line <= 0:
+        warnings.warn(message, category, stacklevel=3)
+    else:
+        warnings.warn_explicit(message, category, span.file, span.line, module="tilecraft")
+
+
 class TilecraftError(Exception):
     """An error in the user's kernel or call, with a catalog code, a span and a hint.
 
