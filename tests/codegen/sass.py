@@ -35,14 +35,18 @@ def sass(cubin: bytes) -> list[str]:
 
 
 def wgmma_register_races(lines: list[str]) -> list[str]:
-    """Instructions that read or write a register of an HGMMA still in flight."""
+    """Instructions that read or write a register of an HGMMA still in flight: its
+    accumulators, and its four A registers when A comes from registers."""
     pending: list[set[int]] = []  # oldest first
     bad = []
     for ln in lines:
-        m = re.search(r"HGMMA\.64x(\d+)x\d+\.F32\S* R(\d+)", ln)
+        m = re.search(r"HGMMA\.64x(\d+)x\d+\.F32\S* R(\d+), (?:R(\d+))?", ln)
         if m:
             n, r0 = int(m.group(1)), int(m.group(2))
-            pending.append(set(range(r0, r0 + n // 2)))
+            regs = set(range(r0, r0 + n // 2))
+            if m.group(3) is not None:
+                regs |= set(range(int(m.group(3)), int(m.group(3)) + 4))
+            pending.append(regs)
             continue
         m = re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x(\d+)", ln)
         if m:

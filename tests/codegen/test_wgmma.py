@@ -1,6 +1,7 @@
 """wgmma (sm_90a): descriptors derived from the swizzled tile layouts, instruction choice, the
 accumulator layout, and the generated code (compiled; SASS checked where cuobjdump exists)."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -96,12 +97,16 @@ def test_wgmma_accumulator_layout():
 
 def test_attention_uses_wgmma_only_where_the_layout_feeds_the_register_gemm():
     """QK^T (shared x shared) may run on wgmma only with the mma.sync layout, because P = its
-    result feeds P @ V from registers; at 256 threads and 128 rows they coincide."""
+    result feeds P @ V from registers; at 256 threads and 128 rows they coincide, and P @ V
+    then runs on wgmma too, A from registers (one 64-row tile per warpgroup)."""
     from flash_attention import flash_attention
 
     k = flash_attention(1, 1, 256, 128, False, block_M=128, block_N=128, threads=256)
     state = _state(k)
-    assert len(state.gemm_wgmma) == 1
+    assert sorted(state.gemm_wgmma.values()) == [(2, 1), (2, 1)]
+    src = generate_cuda(k.func, "sm_90a").source
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0" in src
+    assert "tc_wgmma_m64n128k16_f16_rs_t1(&acc_o[0], a_frag[7], b_desc + 896);" in src
     k = flash_attention(1, 1, 256, 128, False, block_M=128, block_N=64, threads=128)
     assert not _state(k).gemm_wgmma  # 4 warps x 32 rows: the layouts differ
 
@@ -132,6 +137,31 @@ def test_no_accumulator_access_while_wgmma_runs(shape, cfg):
     lines = sass(compile_cuda(gen.source, "sm_90a", name=gen.name).cubin)
     assert any("HGMMA" in ln for ln in lines)
     assert wgmma_register_races(lines) == []
+
+
+@pytest.mark.skipif(cuobjdump() is None, reason="needs cuobjdump (pip nvidia-cuda-cuobjdump)")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("block_N", [64, 128])
+def test_attention_wgmma_registers_are_left_alone_while_it_runs(causal, block_N):
+    """P x V takes A (P) from registers: neither P's registers nor the accumulators may be
+    touched until the wgmma wait."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from flash_attention import flash_attention
+
+    from tilecraft.runtime import compile_cuda
+
+    k = flash_attention(2, 2, 1024, 128, causal, block_M=128, block_N=block_N, threads=256)
+    gen = generate_cuda(k.func, "sm_90a")
+    lines = sass(compile_cuda(gen.source, "sm_90a", name=gen.name).cubin)
+    assert any(re.search(r"HGMMA\S* R\d+, R\d+", ln) for ln in lines)  # A from registers
+    assert wgmma_register_races(lines) == []
+
+
+def test_race_checker_sees_a_write_of_register_a_before_the_wait():
+    lines = ["/*0010*/ HGMMA.64x128x16.F32 R24, R152, gdesc[UR4].tnspB, R24, gsb0 ;",
+             "/*0020*/ F2FP.F16.F32.PACK_AB R153, R11, R10 ;",
+             "/*0030*/ WARPGROUP.DEPBAR.LE gsb0, 0x0 ;"]
+    assert wgmma_register_races(lines) == ["/*0020*/ F2FP.F16.F32.PACK_AB R153, R11, R10"]
 
 
 def test_race_checker_sees_a_read_before_the_wait():

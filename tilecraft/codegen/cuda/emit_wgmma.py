@@ -1,4 +1,5 @@
-"""T.gemm -> wgmma.mma_async (sm_90a): both operands read from shared memory by descriptor.
+"""T.gemm -> wgmma.mma_async (sm_90a): operands read from shared memory by descriptor, or A
+from registers (a fragment in the mma.sync A layout, one 64-row tile per warpgroup).
 
 The warpgroups split C gm x gn (rules_gemm.wgmma_plan); warpgroup (g_m, g_n) issues, per k16
 step, one m64nNk16 per 64-row tile t of its rows (N = n / gn) into the registers of C atom row
@@ -41,6 +42,26 @@ def wgmma_helper(em, n: int, dtype: str, trans_a: int, trans_b: int) -> str:
     return name
 
 
+def wgmma_rs_helper(em, n: int, dtype: str, trans_b: int) -> str:
+    """Name of the device function issuing one m64n{n}k16 with A from four registers."""
+    t = PTX_TYPE[dtype]
+    name = f"tc_wgmma_m64n{n}k16_{t}_rs_t{trans_b}"
+    if name not in em.helpers:
+        regs = n // 2
+        d = ", ".join(f"%{i}" for i in range(regs))
+        a = ", ".join(f"%{regs + i}" for i in range(4))
+        outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+        em.helpers[name] = (
+            f"__device__ __forceinline__ void {name}(float* d, const tc::u32* a, tc::u64 b) {{\n"
+            f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"\n'
+            f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{d}}}, {{{a}}}, '
+            f'%{regs + 4}, p, 1, 1, {trans_b};\\n}}\\n"\n'
+            f"      : {outs}\n"
+            f'      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));\n'
+            "}\n")
+    return name
+
+
 def _fence_acc(em, acc: str, count: int) -> None:
     em.w("#pragma unroll")
     em.w(f"for (int li = 0; li < {count}; ++li) tc::wgmma_fence_operand({acc}[li]);")
@@ -68,35 +89,50 @@ def issue_wgmma(em, op: Gemm) -> None:
     tm, nw = m // (64 * gm), n // gn
     tn = nw // 8
     A, B, C = op.A.buffer, op.B.buffer, op.C.buffer
+    a_regs = A.scope == "fragment"
     em.comment(op, f"T.gemm {A.name}{'^T' if op.transpose_A else ''} x {B.name}"
                f"{'^T' if op.transpose_B else ''} -> {C.name}: {m}x{n}x{k}, warpgroups {gm}x{gn}, "
-               f"{tm} wgmma.m64n{nw}k16 per warpgroup per k16 (operands from shared memory)")
+               f"{tm} wgmma.m64n{nw}k16 per warpgroup per k16 (A from "
+               f"{'registers' if a_regs else 'shared memory'}, B from shared memory)")
     if op.clear_accum:
         em.w("#pragma unroll")
         em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {C.name}[li] = 0.f;")
-    fn = wgmma_helper(em, nw, A.dtype.name, int(op.transpose_A), int(1 - op.transpose_B))
+    trans_b = int(1 - op.transpose_B)
+    fn = (wgmma_rs_helper(em, nw, A.dtype.name, trans_b) if a_regs else
+          wgmma_helper(em, nw, A.dtype.name, int(op.transpose_A), trans_b))
     da0, db0 = descs[0]
     step = {}
     for name, axis, pick in (("a", gm, 0), ("b", gn, 1)):
         first = descs[0][pick]
         other = descs[gn if pick == 0 else 1][pick] if axis > 1 else first
-        step[name] = other.starts[(0, 0)] - first.starts[(0, 0)]
+        step[name] = 0 if first is None else other.starts[(0, 0)] - first.starts[(0, 0)]
     wg_m = (f"(tid / 128) / {gn}" if gn > 1 else "tid / 128") if gm > 1 else None
     wg_n = f"(tid / 128) % {gn}" if gn > 1 else None
     for name, buf, d, wg in (("a", A, da0, wg_m), ("b", B, db0, wg_n)):
+        if d is None:
+            continue
         addr = f"tc::smem_addr({em.shared_ptr[buf]})"
         if wg is not None and step[name]:
             addr = f"{addr} + ({wg}) * {step[name]}u"
         em.w(f"const tc::u64 {name}_desc = tc::wgmma_desc({addr}, {d.base_word():#x}ull);  "
              f"// {'K' if d.k_major else 'MN'}-major, {d.width}-byte swizzle, LBO {d.lbo}, "
              f"SBO {d.sbo}")
+    if a_regs:  # the mma.sync A layout: k16 step kk is registers kk * 8 .. kk * 8 + 7
+        em.w(f"tc::u32 a_frag[{k // 16}][4];")
+        em.w("#pragma unroll")
+        em.w(f"for (int r = 0; r < {k // 4}; ++r) a_frag[r / 4][r % 4] = "
+             f"tc::pack2({A.name}[2 * r], {A.name}[2 * r + 1]);")
     _fence_acc(em, C.name, tm * tn * 4)
     em.w("tc::wgmma_fence();")
     for kk in range(k // 16):
         for t in range(tm):
-            sa, sb = da0.starts[(t, kk)] >> 4, db0.starts[(0, kk)] >> 4
-            a = f"a_desc + {sa}" if sa else "a_desc"
+            sb = db0.starts[(0, kk)] >> 4
             b = f"b_desc + {sb}" if sb else "b_desc"
+            if a_regs:
+                em.w(f"{fn}(&{C.name}[{t * tn * 4}], a_frag[{kk}], {b});")
+                continue
+            sa = da0.starts[(t, kk)] >> 4
+            a = f"a_desc + {sa}" if sa else "a_desc"
             em.w(f"{fn}(&{C.name}[{t * tn * 4}], {a}, {b});")
     em.w("tc::wgmma_commit();")
 

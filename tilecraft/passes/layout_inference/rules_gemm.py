@@ -13,7 +13,8 @@ warps, r copies over: C = replicate(r) * (the above), each copy holding the whol
 The register A layout equals the C layout of a gemm with N = K, so an accumulator cast to
 fp16 feeds the next gemm from registers (FlashAttention) when both use FullRow.
 
-On sm_90a a gemm with both operands in shared memory runs on wgmma instead (`wgmma_plan`): the
+On sm_90a a gemm with both operands in shared memory (or A in registers and one 64-row tile per
+warpgroup, as FlashAttention's P x V) runs on wgmma instead (`wgmma_plan`): the
 warpgroups split the tile gm x gn, each issuing m64nNk16 with N = n / gn <= 256 over its
 tm64 = m / (64 gm) row tiles. Warp w of a warpgroup holds rows 16 w.. of each 64-row tile, so
 
@@ -87,18 +88,19 @@ def operand_layout(region):
 
 def wgmma_descriptors(op: Gemm, gm: int, gn: int) -> list | None:
     """[(A descriptor, B descriptor) per warpgroup (wg = g_m * gn + g_n)], None if any operand
-    slab is not a canonical wgmma layout."""
+    slab is not a canonical wgmma layout. A in registers has no descriptor (None)."""
     m, n, k = op.mnk()
+    a_regs = op.A.buffer.scope == "fragment"
     la, lb = operand_layout(op.A), operand_layout(op.B)
-    if la is None or lb is None:
+    if (la is None and not a_regs) or lb is None:
         return None
     out = []
     for g in range(gm * gn):
         g_m, g_n = divmod(g, gn)
-        da = operand_descriptor(la, not op.transpose_A, g_m * m // gm, 64, m // (64 * gm),
-                                k // 16)
+        da = None if a_regs else operand_descriptor(la, not op.transpose_A, g_m * m // gm, 64,
+                                                    m // (64 * gm), k // 16)
         db = operand_descriptor(lb, op.transpose_B, g_n * n // gn, n // gn, 1, k // 16)
-        if da is None or db is None:
+        if (da is None and not a_regs) or db is None:
             return None
         out.append((da, db))
     # the emitter adds g_m * (start step of A) and g_n * (start step of B) to one descriptor
@@ -107,6 +109,8 @@ def wgmma_descriptors(op: Gemm, gm: int, gn: int) -> list | None:
         g_m, g_n = divmod(g, gn)
         for d, d0, i, ref in ((da, a0, g_m, out[gn][0] if gm > 1 else a0),
                               (db, b0, g_n, out[1][1] if gn > 1 else b0)):
+            if d is None:
+                continue
             step = ref.starts[(0, 0)] - d0.starts[(0, 0)]
             if any(d.starts[key] != d0.starts[key] + i * step for key in d0.starts):
                 return None
@@ -128,6 +132,13 @@ def wgmma_plan(ctx, op: Gemm, num_warps: int) -> tuple[int, int] | None:
     options = [(gm, groups // gm) for gm in range(1, groups + 1) if groups % gm == 0]
     options = [(gm, gn) for gm, gn in options
                if k % 16 == 0 and m % (64 * gm) == 0 and n % (8 * gn) == 0 and n // gn <= 256]
+    if op.A.buffer.scope == "fragment":
+        # A from registers: every warpgroup holds whole rows (its A rows are its C rows), one
+        # 64-row tile each, so that the A layout is the mma.sync one (the accumulator it comes
+        # from keeps its layout whichever instruction made it)
+        if op.transpose_A or not op.A.is_full():
+            return None
+        options = [(gm, gn) for gm, gn in options if gn == 1 and m == 64 * gm]
     if op.policy == "FullRow":
         options = [o for o in options if o[1] == 1] or options
     elif op.policy == "FullCol":
@@ -164,6 +175,8 @@ def gemm_rule(ctx, op: Gemm, level: str) -> None:
         state.gemm_warps[id(op)] = (4 * gm, gn)
         state.gemm_copies[id(op)] = 1
         ctx.set(op.C.buffer, wgmma_c_layout(m, n, gm, gn), op, "wgmma accumulator layout")
+        if op.A.buffer.scope == "fragment":  # m == 64 gm: the mma.sync A layout of 4 gm warps
+            ctx.set(op.A.buffer, a_layout(m, k, 4 * gm), op, "wgmma operand A layout")
         return
     wm, wn, r = warp_partition(op, state.num_threads // 32)
     state.gemm_warps[id(op)] = (wm, wn)
