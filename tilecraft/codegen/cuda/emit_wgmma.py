@@ -23,41 +23,28 @@ from tilecraft.passes.layout_inference.rules_gemm import wgmma_descriptors
 PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
 
 
-def wgmma_helper(em, n: int, dtype: str, trans_a: int, trans_b: int) -> str:
-    """Name of the device function issuing one m64n{n}k16 (written into the source once)."""
+def wgmma_helper(em, n: int, dtype: str, trans_b: int, trans_a: int | None = None) -> str:
+    """Name of the device function issuing one m64n{n}k16 (written into the source once): A by
+    descriptor with `trans_a`, or from four registers when `trans_a` is None."""
     t = PTX_TYPE[dtype]
-    name = f"tc_wgmma_m64n{n}k16_{t}_t{trans_a}{trans_b}"
+    regs = n // 2  # operands: d[0..regs), then A (a descriptor, or 4 registers), B, the scale
+    if trans_a is None:
+        name, a_param, a_in = f"tc_wgmma_m64n{n}k16_{t}_rs_t{trans_b}", "const tc::u32* a", 4
+        a_op, flags = "{" + ", ".join(f"%{regs + i}" for i in range(4)) + "}", f"{trans_b}"
+        inputs = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])'
+    else:
+        name, a_param, a_in = f"tc_wgmma_m64n{n}k16_{t}_t{trans_a}{trans_b}", "tc::u64 a", 1
+        a_op, flags, inputs = f"%{regs}", f"{trans_a}, {trans_b}", '"l"(a)'
     if name not in em.helpers:
-        regs = n // 2
         d = ", ".join(f"%{i}" for i in range(regs))
         outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
         em.helpers[name] = (
-            f"__device__ __forceinline__ void {name}(float* d, tc::u64 a, tc::u64 b) {{\n"
-            f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
-            f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{d}}}, %{regs}, '
-            f'%{regs + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n"\n'
+            f"__device__ __forceinline__ void {name}(float* d, {a_param}, tc::u64 b) {{\n"
+            f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + a_in + 1}, 0;\\n"\n'
+            f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{d}}}, {a_op}, '
+            f'%{regs + a_in}, p, 1, 1, {flags};\\n}}\\n"\n'
             f"      : {outs}\n"
-            f'      : "l"(a), "l"(b), "n"(1));\n'
-            "}\n")
-    return name
-
-
-def wgmma_rs_helper(em, n: int, dtype: str, trans_b: int) -> str:
-    """Name of the device function issuing one m64n{n}k16 with A from four registers."""
-    t = PTX_TYPE[dtype]
-    name = f"tc_wgmma_m64n{n}k16_{t}_rs_t{trans_b}"
-    if name not in em.helpers:
-        regs = n // 2
-        d = ", ".join(f"%{i}" for i in range(regs))
-        a = ", ".join(f"%{regs + i}" for i in range(4))
-        outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-        em.helpers[name] = (
-            f"__device__ __forceinline__ void {name}(float* d, const tc::u32* a, tc::u64 b) {{\n"
-            f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"\n'
-            f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{d}}}, {{{a}}}, '
-            f'%{regs + 4}, p, 1, 1, {trans_b};\\n}}\\n"\n'
-            f"      : {outs}\n"
-            f'      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));\n'
+            f'      : {inputs}, "l"(b), "n"(1));\n'
             "}\n")
     return name
 
@@ -98,8 +85,7 @@ def issue_wgmma(em, op: Gemm) -> None:
         em.w("#pragma unroll")
         em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {C.name}[li] = 0.f;")
     trans_b = int(1 - op.transpose_B)
-    fn = (wgmma_rs_helper(em, nw, A.dtype.name, trans_b) if a_regs else
-          wgmma_helper(em, nw, A.dtype.name, int(op.transpose_A), trans_b))
+    fn = wgmma_helper(em, nw, A.dtype.name, trans_b, None if a_regs else int(op.transpose_A))
     da0, db0 = descs[0]
     step = {}
     for name, axis, pick in (("a", gm, 0), ("b", gn, 1)):
