@@ -36,6 +36,7 @@ class FakeDriver:
         self.launches = []
         self.current = real.CUcontext(0)
         self.fail_launch = False
+        self.static_smem = 0
 
     def __getattr__(self, name):  # types and enums come from cuda-bindings
         return getattr(real, name)
@@ -67,6 +68,9 @@ class FakeDriver:
     def cuModuleGetFunction(self, module, name):
         self.calls.append(("function", name))
         return OK, real.CUfunction(0x3000)
+
+    def cuFuncGetAttribute(self, attr, fn):
+        return OK, self.static_smem if attr.name.endswith("SHARED_SIZE_BYTES") else 0
 
     def cuFuncSetAttribute(self, fn, attr, value):
         self.calls.append(("setAttribute", attr.name, value))
@@ -127,6 +131,14 @@ def test_large_dynamic_smem_raises_the_function_limit_once(fake):
     sets = [c for c in fake.calls if c[0] == "setAttribute"]
     assert sets == [("setAttribute", "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 100_000)]
     assert fake.launches[-1][2] == 100_000
+
+
+def test_static_shared_memory_counts_against_the_48kb_without_the_attribute(fake):
+    fake.static_smem = 32  # e.g. TMA mbarriers
+    launcher = Launcher(LoadedKernel(CUBIN, "k", "sm_90a"), ["pointer", "int32"], (128, 1, 1))
+    launcher.launch([0, 1], (1, 1, 1), 48 * 1024, device=0, stream=0)
+    sets = [c for c in fake.calls if c[0] == "setAttribute"]
+    assert sets == [("setAttribute", "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 48 * 1024)]
 
 
 def test_cluster_dims_become_a_launch_attribute(fake):

@@ -62,6 +62,9 @@ _ENTRIES = [
     Diagnostic("TC305", "dynamic dimension `{dim}` is {first} in one argument and {second} in `{param}`",
                "all uses of one T.dynamic dimension must agree"),
     Diagnostic("TC306", "argument `{param}` is not contiguous", "pass `x.contiguous()`"),
+    Diagnostic("TC307", "argument `{param}` cannot be read by TMA: {detail}",
+               "the kernel loads it with the Tensor Memory Accelerator; pass a tensor whose data "
+               "starts 16-byte aligned (`x.clone()`), or build with TILECRAFT_TMA=0"),
     # interpreter (TC4xx)
     Diagnostic("TC401", "index out of bounds in `{buffer}`: {detail}", "buffer shape is {shape}"),
     Diagnostic("TC402", "device assertion failed: {detail}", ""),

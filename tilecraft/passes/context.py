@@ -52,6 +52,8 @@ class KernelState:
     # shared memory
     shared: dict[Buffer, SharedSlot] = field(default_factory=dict)
     swizzled: set[Buffer] = field(default_factory=set)
+    # kernel parameter name -> (global buffer, box, swizzle bytes) of each TMA tensor map
+    tensor_maps: dict[str, tuple[Buffer, tuple[int, ...], int]] = field(default_factory=dict)
     smem_bytes: int = 0
     reduce_scratch: dict[int, int] = field(default_factory=dict)  # id(Reduce) -> arena offset
     smem_arena: list[Any] = field(default_factory=list)  # ArenaItems: live ranges and offsets

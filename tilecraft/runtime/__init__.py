@@ -22,7 +22,7 @@ from .nvrtc import (
     nvrtc_invocations,
     nvrtc_version,
 )
-from .params import LaunchSpec, Param, ScalarParam, TensorParam, torch_dtype
+from .params import LaunchSpec, Param, ScalarParam, TensorMapParam, TensorParam, torch_dtype
 from .paths import TILECRAFT_INCLUDE_DIR, cuda_include_dir, include_dirs
 from .resources import Resources, parse_ptxas_log, resources_from_cubin
 
@@ -43,6 +43,7 @@ __all__ = [
     "Resources",
     "RuntimeKernel",
     "ScalarParam",
+    "TensorMapParam",
     "TensorParam",
     "cache_dir",
     "cache_key",

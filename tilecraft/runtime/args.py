@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from ..diagnostics import Span
 from .errors import LaunchArgumentError
-from .params import Param, ScalarParam, TensorParam, torch_dtype
+from .params import Param, ScalarParam, TensorMapParam, TensorParam, torch_dtype
 
 _INT_RANGES = {
     "int32": (-(2**31), 2**31 - 1),
@@ -148,6 +148,8 @@ class ArgChecker:
             for s, p in slots
             if isinstance(p, ScalarParam)
         )
+        self._maps = tuple(_map_plan(s, p, self.params) for s, p in slots
+                           if isinstance(p, TensorMapParam))
         self._first_use: dict[str, str] = {}
         for t in self._tensors:
             for name in t.param.dynamic_dims:
@@ -197,7 +199,19 @@ class ArgChecker:
         elif mixed or device == -1:
             self._raise_device_error(args)
         outputs = self._allocate(values, dims, device, args) if self._outputs else ()
+        if self._maps and device is not None:
+            self._encode_maps(values, dims)
         return BoundArgs(tuple(values), dims, device, outputs)
+
+    def _encode_maps(self, values: list[Any], dims: dict[str, int]) -> None:
+        from .tensor_map import TensorMapError
+
+        for slot, tensor_slot, tensor, encoder in self._maps:
+            shape = [d if isinstance(d, int) else dims[d] for d in tensor.shape]
+            try:
+                values[slot] = encoder(values[tensor_slot], shape)
+            except TensorMapError as exc:
+                raise self.error("TC307", tensor.name, detail=str(exc)) from None
 
     def _scalar(self, p: ScalarParam, x: object, int_range: tuple[int, int] | None) -> int | float:
         if int_range is None:  # a float kind
@@ -316,8 +330,23 @@ class ArgChecker:
 
 
 def _filled_in(p: Param, outputs: set[str]) -> bool:
-    """True for parameters the caller does not pass: dim-bound scalars and outputs."""
-    return (isinstance(p, ScalarParam) and p.dim is not None) or p.name in outputs
+    """True for parameters the caller does not pass: dim-bound scalars, tensor maps, outputs."""
+    return ((isinstance(p, ScalarParam) and p.dim is not None) or isinstance(p, TensorMapParam)
+            or p.name in outputs)
+
+
+def _map_plan(slot: int, p: TensorMapParam, params: tuple[Param, ...]) -> tuple:
+    """(slot, the tensor's slot, its TensorParam, an encoder) of a tensor-map parameter."""
+    from .tensor_map import TensorMapEncoder
+
+    found = [(s, t) for s, t in enumerate(params) if isinstance(t, TensorParam)
+             and t.name == p.tensor]
+    if not found:
+        raise ValueError(f"tensor map `{p.name}` names no tensor parameter `{p.tensor}`")
+    (s, t), = found
+    if t.strides is not None:
+        raise ValueError(f"tensor map `{p.name}`: `{p.tensor}` must be contiguous")
+    return slot, s, t, TensorMapEncoder(t.dtype, p.box, p.swizzle, t.name)
 
 
 def check_args(

@@ -57,6 +57,12 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuLaunchKernel": [_ptr, *[_c.c_uint] * 7, _ptr, _ptr, _ptr],
     "cuGetErrorName": [_c.c_int, _c.POINTER(_c.c_char_p)],
     "cuGetErrorString": [_c.c_int, _c.POINTER(_c.c_char_p)],
+    # map, data type, rank, address, dims, strides (bytes), box, element strides, interleave,
+    # swizzle, L2 promotion, out-of-bounds fill
+    "cuTensorMapEncodeTiled": [_c.POINTER(_c.c_uint64), _c.c_int, _c.c_uint, _ptr,
+                               _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64),
+                               _c.POINTER(_c.c_uint32), _c.POINTER(_c.c_uint32), _c.c_int,
+                               _c.c_int, _c.c_int, _c.c_int],
 }
 
 

@@ -26,7 +26,7 @@ from .driver import require_gpu
 from .launch import Launcher
 from .module import LoadedKernel
 from .nvrtc import CompiledCubin, compile_cuda
-from .params import LaunchSpec, Param, TensorParam
+from .params import LaunchSpec, Param, TensorMapParam, TensorParam
 from .resources import Resources
 
 
@@ -54,7 +54,8 @@ class RuntimeKernel:
         if self.checker.params != self.params:
             raise ValueError(f"the checker given to `{compiled.name}` has other parameters")
         self.loaded = LoadedKernel(compiled.cubin, compiled.name, compiled.arch)
-        kinds = ["pointer" if isinstance(p, TensorParam) else p.kind for p in self.params]
+        kinds = ["pointer" if isinstance(p, TensorParam) else
+                 "tensormap" if isinstance(p, TensorMapParam) else p.kind for p in self.params]
         self._launcher = Launcher(self.loaded, kinds, launch.block_dims(), launch.cluster_dims())
         dynamic = any(callable(e) for e in launch.grid)
         self._static_grid = None if dynamic else launch.grid_dims({})

@@ -19,7 +19,9 @@ from .driver import bindings_module, check, driver_module, ensure_context, ensur
 from .module import LoadedKernel
 
 _UNDECIDED = object()
+_MAP_BYTES = 128
 _CTYPES: dict[str, type] = {
+    "tensormap": ctypes.c_uint64 * (_MAP_BYTES // 8),
     "pointer": ctypes.c_void_p,
     "int32": ctypes.c_int32,
     "int64": ctypes.c_int64,
@@ -31,7 +33,8 @@ _CTYPES: dict[str, type] = {
 
 
 class ParamBlock:
-    """ctypes storage for a kernel's parameters plus the `void*` array pointing at each."""
+    """ctypes storage for a kernel's parameters plus the `void*` array pointing at each.
+    A "tensormap" slot holds 128 bytes, filled from the ctypes array tensor_map.py makes."""
 
     def __init__(self, kinds: Sequence[str]):
         self.kinds = tuple(kinds)
@@ -40,13 +43,24 @@ class ParamBlock:
             *[ctypes.addressof(s) for s in self._slots]
         )
         self.address: int = ctypes.addressof(self._array) if self._slots else 0
+        self._maps = tuple(i for i, k in enumerate(self.kinds) if k == "tensormap")
+        self._plain = tuple((self._slots[i], i) for i, k in enumerate(self.kinds)
+                            if k != "tensormap")
 
-    def fill(self, values: Sequence[int | float]) -> None:
-        for slot, v in zip(self._slots, values):
-            slot.value = v
+    def fill(self, values: Sequence[Any]) -> None:
+        if not self._maps:
+            for slot, v in zip(self._slots, values):
+                slot.value = v
+            return
+        for slot, i in self._plain:
+            slot.value = values[i]
+        for i in self._maps:
+            if values[i]:  # 0: not made (no launch follows)
+                ctypes.memmove(self._slots[i], values[i], _MAP_BYTES)
 
-    def values(self) -> list[int | float]:
-        return [s.value or 0 for s in self._slots]
+    def values(self) -> list[Any]:
+        return [bytes(s) if k == "tensormap" else s.value or 0
+                for s, k in zip(self._slots, self.kinds)]
 
 
 class Launcher:

@@ -68,7 +68,12 @@ class LoadedKernel:
                     drv.cuModuleGetFunction(module, self.name.encode()),
                     f"cuModuleGetFunction({self.name})",
                 )
-                entry = _PerDevice(module, function)
+                # static shared memory (e.g. mbarriers) counts against the 48 KB a launch may
+                # use without raising the function's limit
+                static = check(drv.cuFuncGetAttribute(
+                    drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function),
+                    "cuFuncGetAttribute(SHARED_SIZE_BYTES)")
+                entry = _PerDevice(module, function, DEFAULT_DYNAMIC_SMEM_LIMIT - int(static))
                 self._devices[device] = entry
         return entry
 

@@ -113,7 +113,20 @@ class ScalarParam:
             raise ValueError(f"param {self.name}: scalar kind must be one of {SCALAR_KINDS}")
 
 
-Param = TensorParam | ScalarParam
+@dataclass(frozen=True)
+class TensorMapParam:
+    """A TMA tensor map of tensor parameter `tensor` (tensor_map.py), passed by value and made at
+    launch from the tensor's address and shape; the caller does not pass it. `box`: the box one
+    load moves, in the tensor's dimension order (outermost first); `swizzle`: its shared-memory
+    swizzle in bytes (0, 32, 64 or 128)."""
+
+    name: str
+    tensor: str
+    box: tuple[int, ...]
+    swizzle: int = 0
+
+
+Param = TensorParam | ScalarParam | TensorMapParam
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from .args import ArgChecker
 from .cache import default_cache
 from .kernel import RuntimeKernel
 from .nvrtc import CompiledCubin, compile_cuda
-from .params import LaunchSpec, Param, ScalarParam, TensorParam
+from .params import LaunchSpec, Param, ScalarParam, TensorMapParam, TensorParam
 
 #: the operators of a grid tree (as the code generator evaluates grid sizes on the host)
 GRID_OPS: dict[str, Callable[[int, int], int]] = {
@@ -176,13 +176,17 @@ class KernelRecord:
 
 
 def _param_json(p: Param) -> dict:
-    return {"param": "tensor" if isinstance(p, TensorParam) else "scalar", **asdict(p)}
+    kind = ("tensor" if isinstance(p, TensorParam) else
+            "tensormap" if isinstance(p, TensorMapParam) else "scalar")
+    return {"param": kind, **asdict(p)}
 
 
 def _param(data: dict) -> Param:
     if data["param"] == "tensor":
         strides = None if data["strides"] is None else tuple(data["strides"])
         return TensorParam(data["name"], data["dtype"], tuple(data["shape"]), strides)
+    if data["param"] == "tensormap":
+        return TensorMapParam(data["name"], data["tensor"], tuple(data["box"]), data["swizzle"])
     return ScalarParam(data["name"], data["kind"], data["dim"])
 
 

@@ -23,7 +23,7 @@ from .cexpr import ctype
 from .emitter import KernelEmitter
 
 HEADERS = ("common", "mma", "ldmatrix", "cp_async", "reduce", "math", "atomic", "codegen", "scan", "debug",
-           "wgmma")
+           "wgmma", "tma")
 
 
 @dataclass
@@ -82,7 +82,7 @@ def _work_grows_with(kernel, v: Var, ranges: dict) -> bool:
 
 
 def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
-    from tilecraft.runtime import LaunchSpec, ScalarParam, TensorParam
+    from tilecraft.runtime import LaunchSpec, ScalarParam, TensorMapParam, TensorParam
 
     target = target_from_arch(arch) if arch else current_target()
     state = lower(func, target)
@@ -131,6 +131,9 @@ def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
         else:
             em.w(f"const int {em.name(v)} = blockIdx.{axes[start + i]};")
     em.stmt(kernel.body)
+    for map_name, (buf, box, swizzle) in state.tensor_maps.items():  # TMA loads (emit_tma.py)
+        sig.append(f"const __grid_constant__ tc::TensorMap {map_name}")
+        params.append(TensorMapParam(map_name, buf.name, box, swizzle))
     body = "\n".join(em.lines)
     includes = "\n".join(f'#include "tilecraft/{h}.cuh"' for h in HEADERS)
     helpers = "".join(f"{h}\n" for h in em.helpers.values())

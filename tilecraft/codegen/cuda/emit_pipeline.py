@@ -10,7 +10,8 @@
 
 A loop whose only consumer is one T.gemm gets the register-pipelined mainloop instead
 (emit_mainloop.py), or on wgmma (3+ stages) one whose wgmma run across iterations
-(emit_wgmma.emit_wgmma_mainloop: copies S - 2 iterations ahead).
+(emit_wgmma.emit_wgmma_mainloop: copies S - 2 iterations ahead), its copies as TMA loads
+issued by thread 0 when they qualify (emit_tma.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 from tilecraft.ir import For, Gemm, SeqStmt
 
 from .emit_mainloop import emit_gemm_mainloop, lone_gemm
+from .emit_tma import emit_tma_init, emit_tma_loads, tma_plan
 from .emit_wgmma import emit_wgmma_mainloop
 
 
@@ -63,12 +65,31 @@ def emit_pipelined(em, loop: For) -> None:
     body = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
     consumers = [s for s in body if id(s) not in producer_ids]
     wgmma = lone_wgmma(em, consumers, plan)
+    tma = tma_plan(em, plan.producers) if wgmma is not None else None
     if em.read_since_sync:
-        em.sync()  # the prologue's cp.async writes must not overtake earlier shared reads
+        em.sync()  # the prologue's writes must not overtake earlier shared reads
+    if tma is not None:
+        bar = em.fresh("tma_bar")
+        emit_tma_init(em, bar, S, tma)
+
+        def producers(it: str, stage: str, ops=None, commit: bool = True) -> None:
+            """Thread 0 issues the TMA loads of iteration `it` into `stage`."""
+            em.open(f"if ({it} < n_iters)")
+            em.w(f"const int {v} = {start if start != '0' else ''}"
+                 f"{' + ' if start != '0' else ''}{it};")
+            for b in plan.buffers:
+                em.shared_ptr[b] = f"({base[b]} + {stage} * {stage_elems[b]})"
+            emit_tma_loads(em, tma, bar, stage)
+            em.close()
+
+        producers.barrier = bar  # type: ignore[attr-defined]
+        em.open("if (tid == 0)")
     em.w("#pragma unroll")
     em.open(f"for (int pre = 0; pre < {S - 2 if wgmma else S - 1}; ++pre)")
     producers("pre", "pre")
     em.close()
+    if tma is not None:
+        em.close()
     for b in plan.buffers:
         em.shared_ptr[b] = base[b]
 
@@ -78,7 +99,8 @@ def emit_pipelined(em, loop: For) -> None:
 
     gemm = lone_gemm(em, consumers, plan)
     if wgmma is not None:
-        emit_wgmma_mainloop(em, plan, wgmma, producers, read_ptr, v, start)
+        emit_wgmma_mainloop(em, plan, wgmma, producers, read_ptr, v, start,
+                            tma_bar=bar if tma is not None else None)
     elif gemm is not None:
         emit_gemm_mainloop(em, loop, plan, gemm, producers, read_ptr)
     else:

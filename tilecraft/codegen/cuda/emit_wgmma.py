@@ -123,21 +123,28 @@ def issue_wgmma(em, op: Gemm) -> None:
     em.w("tc::wgmma_commit();")
 
 
-def emit_wgmma_mainloop(em, plan, g: Gemm, producers, read_ptr, v: str, start: str) -> None:
+def emit_wgmma_mainloop(em, plan, g: Gemm, producers, read_ptr, v: str, start: str,
+                        tma_bar: str | None = None) -> None:
     """The pipelined loop of a lone wgmma gemm, one wgmma group left running across iterations.
     Copies run S - 2 iterations ahead (the prologue issued that many), so a stage is refilled
     two iterations after it was read: past the barrier that follows every warpgroup's wait for
-    the group before (wgmma_wait<1>)."""
+    the group before (wgmma_wait<1>). With `tma_bar`, thread 0 issues the copies as TMA loads
+    and every thread waits for a stage on its mbarrier (phase flips each round of the stages)."""
     S = plan.num_stages
     ahead = S - 2
     em.w(f"int stage_r = 0, stage_w = {ahead};  // stages read and refilled by iteration k_iter")
+    if tma_bar is not None:
+        em.w("tc::u32 phase = 0;  // parity of the mbarrier phase that fills stage_r")
     # not unrolled: ptxas (NVRTC 13.0 and 13.5) was seen to hoist accumulator reads of the code
     # after an unrolled loop above its final wgmma wait
     em.w("#pragma unroll 1")
     em.open("for (int k_iter = 0; k_iter < n_iters; ++k_iter)")
-    em.w(f"tc::cp_async_wait<{ahead - 1}>();")
+    if tma_bar is not None:
+        em.w(f"tc::mbarrier_wait(&{tma_bar}[stage_r], phase);")
+    else:
+        em.w(f"tc::cp_async_wait<{ahead - 1}>();")
     em.sync()
-    em.open("")
+    em.open("if (tid == 0)" if tma_bar is not None else "")
     em.w(f"const int pre = k_iter + {ahead};")
     producers("pre", "stage_w")
     em.close()
@@ -148,6 +155,8 @@ def emit_wgmma_mainloop(em, plan, g: Gemm, producers, read_ptr, v: str, start: s
     em.close()
     em.w("tc::wgmma_wait<1>();  // the group of iteration k_iter - 1 is done: its stage is free "
          "after the next barrier")
+    if tma_bar is not None:
+        em.w(f"phase ^= stage_r == {S - 1} ? 1u : 0u;")
     em.w(f"stage_r = stage_r == {S - 1} ? 0 : stage_r + 1;")
     em.w(f"stage_w = stage_w == {S - 1} ? 0 : stage_w + 1;")
     em.close()
