@@ -20,6 +20,7 @@ import os
 
 from tilecraft.ir import For, Gemm, SeqStmt
 
+from .emit_copy import emit_copy
 from .emit_mainloop import emit_gemm_mainloop, lone_gemm
 from .emit_tma import emit_tma_init, emit_tma_loads, tma_plan
 from .emit_wgmma import emit_wgmma_mainloop
@@ -36,53 +37,44 @@ def lone_wgmma(em, consumers: list, plan):
 
 
 def emit_pipelined(em, loop: For) -> None:
-    from .emit_copy import emit_copy
-
     plan = em.state.pipelines[id(loop)]
     S = plan.num_stages
+    producer_ids = {id(p) for p in plan.producers}
+    body = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
+    consumers = [s for s in body if id(s) not in producer_ids]
+    wgmma = lone_wgmma(em, consumers, plan)
+    gemm = None if wgmma is not None else lone_gemm(em, consumers, plan)
+    tma = tma_plan(em, plan.producers) if gemm is None else None
     em.comment(loop, f"T.Pipelined: {S} stages over {', '.join(b.name for b in plan.buffers)} "
-               "(cp.async)")
+               f"({'TMA' if tma else 'cp.async'})")
     v = em.name(loop.var)
     start = em.p(loop.start)
     em.open("")
     em.w(f"const int n_iters = {em.p(loop.extent)};")
     stage_elems = {b: em.state.shared[b].nbytes * 8 // b.dtype.bits for b in plan.buffers}
     base = {b: em.shared_ptr[b] for b in plan.buffers}
+    bar = em.fresh("tma_bar") if tma is not None else None
 
     def producers(it: str, stage: str, ops=None, commit: bool = True) -> None:
-        """Issue the copies `ops` (default: all) of iteration `it` into `stage`."""
+        """Issue the copies `ops` (default: all) of iteration `it` into `stage`: cp.async by
+        every thread, or TMA loads by thread 0 (the caller puts them under `tid == 0`)."""
         em.open(f"if ({it} < n_iters)")
         em.w(f"const int {v} = {start if start != '0' else ''}{' + ' if start != '0' else ''}{it};")
         for b in plan.buffers:
             em.shared_ptr[b] = f"({base[b]} + {stage} * {stage_elems[b]})"
-        for p in plan.producers if ops is None else ops:
-            emit_copy(em, p, async_copy=True)
+        if tma is not None:
+            emit_tma_loads(em, tma, bar, stage)
+        else:
+            for p in plan.producers if ops is None else ops:
+                emit_copy(em, p, async_copy=True)
         em.close()
-        if commit:
+        if commit and tma is None:
             em.w("tc::cp_async_commit();")
 
-    producer_ids = {id(p) for p in plan.producers}
-    body = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
-    consumers = [s for s in body if id(s) not in producer_ids]
-    wgmma = lone_wgmma(em, consumers, plan)
-    tma = tma_plan(em, plan.producers) if wgmma is not None else None
     if em.read_since_sync:
         em.sync()  # the prologue's writes must not overtake earlier shared reads
     if tma is not None:
-        bar = em.fresh("tma_bar")
         emit_tma_init(em, bar, S, tma)
-
-        def producers(it: str, stage: str, ops=None, commit: bool = True) -> None:
-            """Thread 0 issues the TMA loads of iteration `it` into `stage`."""
-            em.open(f"if ({it} < n_iters)")
-            em.w(f"const int {v} = {start if start != '0' else ''}"
-                 f"{' + ' if start != '0' else ''}{it};")
-            for b in plan.buffers:
-                em.shared_ptr[b] = f"({base[b]} + {stage} * {stage_elems[b]})"
-            emit_tma_loads(em, tma, bar, stage)
-            em.close()
-
-        producers.barrier = bar  # type: ignore[attr-defined]
         em.open("if (tid == 0)")
     em.w("#pragma unroll")
     em.open(f"for (int pre = 0; pre < {S - 2 if wgmma else S - 1}; ++pre)")
@@ -97,19 +89,22 @@ def emit_pipelined(em, loop: For) -> None:
         for b in plan.buffers:
             em.shared_ptr[b] = f"({base[b]} + stage_r * {stage_elems[b]})"
 
-    gemm = lone_gemm(em, consumers, plan)
     if wgmma is not None:
-        emit_wgmma_mainloop(em, plan, wgmma, producers, read_ptr, v, start,
-                            tma_bar=bar if tma is not None else None)
+        emit_wgmma_mainloop(em, plan, wgmma, producers, read_ptr, v, start, tma_bar=bar)
     elif gemm is not None:
         emit_gemm_mainloop(em, loop, plan, gemm, producers, read_ptr)
     else:
         em.w(f"int stage_r = 0, stage_w = {S - 1};  // stages read and refilled by iteration "
              "k_iter")
+        if bar is not None:
+            em.w("tc::u32 phase = 0;  // parity of the mbarrier phase that fills stage_r")
         em.open("for (int k_iter = 0; k_iter < n_iters; ++k_iter)")
-        em.w(f"tc::cp_async_wait<{S - 2}>();")
+        if bar is not None:
+            em.w(f"tc::mbarrier_wait(&{bar}[stage_r], phase);")
+        else:
+            em.w(f"tc::cp_async_wait<{S - 2}>();")
         em.sync()
-        em.open("")
+        em.open("if (tid == 0)" if bar is not None else "")
         em.w(f"const int pre = k_iter + {S - 1};")
         producers("pre", "stage_w")
         em.close()
@@ -119,10 +114,13 @@ def emit_pipelined(em, loop: For) -> None:
         em.read_since_sync = False
         for s in consumers:
             em.stmt(s)
+        if bar is not None:
+            em.w(f"phase ^= stage_r == {S - 1} ? 1u : 0u;")
         em.w(f"stage_r = stage_r == {S - 1} ? 0 : stage_r + 1;")
         em.w(f"stage_w = stage_w == {S - 1} ? 0 : stage_w + 1;")
         em.close()
-    em.w("tc::cp_async_wait<0>();")
+    if tma is None:
+        em.w("tc::cp_async_wait<0>();")
     em.sync()
     for b in plan.buffers:
         em.shared_ptr[b] = base[b]

@@ -91,7 +91,8 @@ def tensor_map(em, buf: Buffer, box: tuple[int, ...], swizzle: int) -> str:
 
 
 def emit_tma_init(em, bar: str, stages: int, loads: list[TmaLoad]) -> None:
-    """Declare and initialise one mbarrier per stage (thread 0), then a barrier."""
+    """Declare and initialise one mbarrier per stage (thread 0), then a barrier; the proxy
+    fence orders earlier generic accesses of the arena's bytes before the TMA writes."""
     em.w(f"__shared__ alignas(8) tc::u64 {bar}[{stages}];  // TMA bytes landed, per stage")
     em.open("if (tid == 0)")
     em.w("#pragma unroll")
@@ -100,7 +101,9 @@ def emit_tma_init(em, bar: str, stages: int, loads: list[TmaLoad]) -> None:
     for name in dict.fromkeys(ld.map_name for ld in loads):
         em.w(f"tc::prefetch_tensor_map({name});")
     em.close()
+    em.w("tc::fence_proxy_async_shared();")
     em.w("__syncthreads();")
+    em.read_since_sync = em.write_pending = False
 
 
 def emit_tma_loads(em, loads: list[TmaLoad], bar: str, stage: str) -> None:
