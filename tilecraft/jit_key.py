@@ -25,7 +25,7 @@ import tilecraft
 
 FORMAT = 1
 # environment variables that change the generated code
-CODEGEN_ENV = ("TILECRAFT_WGMMA", "TILECRAFT_WGMMA_PIPE", "TILECRAFT_TMA")
+CODEGEN_ENV = ("TILECRAFT_WGMMA", "TILECRAFT_WGMMA_PIPE", "TILECRAFT_TMA", "TILECRAFT_TMA_EMPTY")
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 

@@ -54,6 +54,9 @@ def emit_pipelined(em, loop: For) -> None:
     stage_elems = {b: em.state.shared[b].nbytes * 8 // b.dtype.bits for b in plan.buffers}
     base = {b: em.shared_ptr[b] for b in plan.buffers}
     bar = em.fresh("tma_bar") if tma is not None else None
+    # the lone wgmma loop frees stages by mbarrier (every warp arrives) instead of a CTA barrier
+    empty = (em.fresh("tma_empty") if tma is not None and wgmma is not None
+             and os.environ.get("TILECRAFT_TMA_EMPTY", "1") != "0" else None)
 
     def producers(it: str, stage: str, ops=None, commit: bool = True) -> None:
         """Issue the copies `ops` (default: all) of iteration `it` into `stage`: cp.async by
@@ -74,7 +77,7 @@ def emit_pipelined(em, loop: For) -> None:
     if em.read_since_sync:
         em.sync()  # the prologue's writes must not overtake earlier shared reads
     if tma is not None:
-        emit_tma_init(em, bar, S, tma)
+        emit_tma_init(em, bar, S, tma, empty)
         em.open("if (tid == 0)")
     em.w("#pragma unroll")
     em.open(f"for (int pre = 0; pre < {S - 2 if wgmma else S - 1}; ++pre)")
@@ -90,7 +93,8 @@ def emit_pipelined(em, loop: For) -> None:
             em.shared_ptr[b] = f"({base[b]} + stage_r * {stage_elems[b]})"
 
     if wgmma is not None:
-        emit_wgmma_mainloop(em, plan, wgmma, producers, read_ptr, v, start, tma_bar=bar)
+        emit_wgmma_mainloop(em, plan, wgmma, producers, read_ptr, v, start, tma_bar=bar,
+                            empty_bar=empty)
     elif gemm is not None:
         emit_gemm_mainloop(em, loop, plan, gemm, producers, read_ptr)
     else:

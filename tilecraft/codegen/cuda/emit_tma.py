@@ -90,13 +90,21 @@ def tensor_map(em, buf: Buffer, box: tuple[int, ...], swizzle: int) -> str:
     return name
 
 
-def emit_tma_init(em, bar: str, stages: int, loads: list[TmaLoad]) -> None:
+def emit_tma_init(em, bar: str, stages: int, loads: list[TmaLoad], empty: str | None = None
+                  ) -> None:
     """Declare and initialise one mbarrier per stage (thread 0), then a barrier; the proxy
-    fence orders earlier generic accesses of the arena's bytes before the TMA writes."""
+    fence orders earlier generic accesses of the arena's bytes before the TMA writes. With
+    `empty`, also one per stage that every warp arrives on when it is done reading the stage."""
     em.w(f"__shared__ alignas(8) tc::u64 {bar}[{stages}];  // TMA bytes landed, per stage")
+    warps = em.state.num_threads // 32
+    if empty is not None:
+        em.w(f"__shared__ alignas(8) tc::u64 {empty}[{stages}];  // read by all {warps} warps")
     em.open("if (tid == 0)")
     em.w("#pragma unroll")
     em.w(f"for (int s = 0; s < {stages}; ++s) tc::mbarrier_init(&{bar}[s], 1);")
+    if empty is not None:
+        em.w("#pragma unroll")
+        em.w(f"for (int s = 0; s < {stages}; ++s) tc::mbarrier_init(&{empty}[s], {warps});")
     em.w("tc::fence_mbarrier_init();")
     for name in dict.fromkeys(ld.map_name for ld in loads):
         em.w(f"tc::prefetch_tensor_map({name});")

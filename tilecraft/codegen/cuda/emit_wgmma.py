@@ -124,12 +124,15 @@ def issue_wgmma(em, op: Gemm) -> None:
 
 
 def emit_wgmma_mainloop(em, plan, g: Gemm, producers, read_ptr, v: str, start: str,
-                        tma_bar: str | None = None) -> None:
+                        tma_bar: str | None = None, empty_bar: str | None = None) -> None:
     """The pipelined loop of a lone wgmma gemm, one wgmma group left running across iterations.
     Copies run S - 2 iterations ahead (the prologue issued that many), so a stage is refilled
     two iterations after it was read: past the barrier that follows every warpgroup's wait for
     the group before (wgmma_wait<1>). With `tma_bar`, thread 0 issues the copies as TMA loads
-    and every thread waits for a stage on its mbarrier (phase flips each round of the stages)."""
+    and every thread waits for a stage on its mbarrier (phase flips each round of the stages).
+    With `empty_bar` there is no CTA barrier in the loop: each warp arrives on the empty barrier
+    of the stage it read at k_iter - 1 once that group is done (wgmma_wait<1>), and thread 0
+    waits there before refilling the stage (use u of stage s completes phase u / S)."""
     S = plan.num_stages
     ahead = S - 2
     em.w(f"int stage_r = 0, stage_w = {ahead};  // stages read and refilled by iteration k_iter")
@@ -143,9 +146,13 @@ def emit_wgmma_mainloop(em, plan, g: Gemm, producers, read_ptr, v: str, start: s
         em.w(f"tc::mbarrier_wait(&{tma_bar}[stage_r], phase);")
     else:
         em.w(f"tc::cp_async_wait<{ahead - 1}>();")
-    em.sync()
+    if empty_bar is None:
+        em.sync()
     em.open("if (tid == 0)" if tma_bar is not None else "")
     em.w(f"const int pre = k_iter + {ahead};")
+    if empty_bar is not None:  # stage_w was read at k_iter - 2
+        em.w(f"if (k_iter >= 2 && pre < n_iters) tc::mbarrier_wait(&{empty_bar}[stage_w], "
+             f"((k_iter - 2) / {S}) & 1);")
     producers("pre", "stage_w")
     em.close()
     em.w(f"const int {v} = {start if start != '0' else ''}{' + ' if start != '0' else ''}k_iter;")
@@ -154,7 +161,10 @@ def emit_wgmma_mainloop(em, plan, g: Gemm, producers, read_ptr, v: str, start: s
     issue_wgmma(em, g)
     em.close()
     em.w("tc::wgmma_wait<1>();  // the group of iteration k_iter - 1 is done: its stage is free "
-         "after the next barrier")
+         + ("(this warp arrives)" if empty_bar is not None else "after the next barrier"))
+    if empty_bar is not None:
+        em.w(f"if (k_iter >= 1 && tid % 32 == 0) tc::mbarrier_arrive(&{empty_bar}[stage_r == 0 "
+             f"? {S - 1} : stage_r - 1]);")
     if tma_bar is not None:
         em.w(f"phase ^= stage_r == {S - 1} ? 1u : 0u;")
     em.w(f"stage_r = stage_r == {S - 1} ? 0 : stage_r + 1;")

@@ -37,6 +37,11 @@ TC_DEVICE void mbarrier_arrive_expect_tx(u64* bar, u32 bytes) {
                ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
 
+// Arrive on `bar` (one of the arrivals its phase counts).
+TC_DEVICE void mbarrier_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
 // Wait until the phase of parity `phase` of `bar` completed.
 TC_DEVICE void mbarrier_wait(u64* bar, u32 phase) {
   const u32 addr = smem_addr(bar);
