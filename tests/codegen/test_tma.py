@@ -58,3 +58,13 @@ def test_tma_gemm_compiles_without_spills():
     gen = _gen(642, 400, 688, cfg=(64, 128, 16, 3, 128))  # partial tiles: TMA fills zeros
     res = compile_cuda(gen.source, "sm_90a", name=gen.name).resources
     assert res.spill_stores == 0 and res.registers <= 128
+
+
+def test_the_wgmma_mainloop_frees_stages_by_mbarrier(monkeypatch):
+    loop = _gen(1024, 1024, 1024).source.split("for (int k_iter")[1].split("tc::wgmma_wait<0>")[0]
+    assert "__syncthreads" not in loop
+    assert "tc::mbarrier_arrive(&tma_empty_2[stage_r == 0 ? 3 : stage_r - 1]);" in loop
+    assert "tc::mbarrier_wait(&tma_empty_2[stage_w], ((k_iter - 2) / 4) & 1);" in loop
+    monkeypatch.setenv("TILECRAFT_TMA_EMPTY", "0")
+    loop = _gen(1024, 1024, 1024).source.split("for (int k_iter")[1].split("tc::wgmma_wait<0>")[0]
+    assert "__syncthreads" in loop and "tma_empty" not in loop
