@@ -23,6 +23,7 @@ PARAMS = (TensorParam("A", "float16", (256, 64)), TensorParam("C", "float16", (2
     ((256, 64), (128, 128), 128, "exceeds the 128-byte swizzle"),
     ((256, 64), (512, 64), 128, "1..256"),
     ((256, 64), (128, 4), 0, "multiple of 16 bytes"),
+    ((2**31, 64), (128, 64), 128, "below 2^31"),
 ])
 def test_static_checks(shape, box, swizzle, why):
     got = tm.check_static("float16", shape, box, swizzle)

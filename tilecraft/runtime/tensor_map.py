@@ -52,8 +52,8 @@ def check_static(dtype: str, shape: Sequence[int], box: Sequence[int], swizzle: 
         stride *= d
         if stride % 16 or stride >= 1 << 40:
             return f"shape {tuple(shape)}: row strides must be multiples of 16 bytes"
-    if any(d >= 1 << 32 for d in shape):
-        return f"shape {tuple(shape)}: dims must be below 2^32"
+    if any(d >= 1 << 31 for d in shape):  # the loads' coordinates are signed 32-bit
+        return f"shape {tuple(shape)}: dims must be below 2^31"
     return None
 
 
