@@ -131,4 +131,4 @@ def scalar_store_then_tile_write():
 
 def test_a_tile_write_after_a_scalar_store_waits_for_it():
     src = _source(scalar_store_then_tile_write)
-    assert _barrier_before(src.split("s[tx_1] = 0.0f;")[1], "T.copy A (global) -> s")
+    assert _barrier_before(src.split("s_[tx_1_] = 0.0f;")[1], "T.copy A (global) -> s")

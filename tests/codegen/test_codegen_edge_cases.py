@@ -123,7 +123,7 @@ def pipelined_gemm():
 
 def test_an_accumulator_named_acc_is_not_shadowed_by_a_helper():
     src = _source(pipelined_gemm())
-    assert "float acc[" in src  # the user's fragment keeps its name
+    assert "float acc_[" in src  # the user's fragment keeps its name (mangled)
     # a declaration `T* x = &x[...]` reads the new, uninitialized x (the C++ point of declaration)
     assert not re.search(r"\b(\w+) = &\1\[", src), re.search(r".*\b(\w+) = &\1\[.*", src).group(0)
 
@@ -250,7 +250,7 @@ def test_hoisted_copy_pointers_keep_variables_ending_in_it(monkeypatch):
     monkeypatch.setenv("TILECRAFT_TMA", "0")  # the cp.async copies (TMA issues no such pointer)
     src = _source(split_k_named_split())
     ptrs = [ln for ln in src.splitlines() if "const half* src_t =" in ln]
-    assert ptrs and all("(split * 256)" in ln for ln in ptrs), ptrs[:1]  # not `spl0 * 256`
+    assert ptrs and all("(split_ * 256)" in ln for ln in ptrs), ptrs[:1]  # not `spl0 * 256`
 
 
 @tilecraft.jit

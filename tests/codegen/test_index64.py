@@ -67,8 +67,8 @@ def test_huge_1d_tensor_computes_its_index_in_64_bits():
     """A 1-D index is the flat index itself: `bx * 1024` must not wrap at 2^31."""
     src = generate_cuda(flat_scale(2**31 + 4096).func, "sm_90a").source
     body = src.split('extern "C"')[1]
-    assert "A[((long long)bx * 1024) + " in body
-    assert "const long long base = ((long long)bx * 1024);" in body
+    assert "A_[((long long)bx_ * 1024) + " in body
+    assert "const long long base_ = ((long long)bx_ * 1024);" in body
     small = generate_cuda(flat_scale(2**20).func, "sm_90a").source
     assert "long long" not in small.split('extern "C"')[1]
 

@@ -21,8 +21,8 @@ def test_causal_mask_margin_range_is_the_tile_min_and_max():
     for bx in range(8):
         for k in range(8):
             margins = [(bx * bm + i) - (k * bn + j) for i in (0, bm - 1) for j in (0, bn - 1)]
-            assert _c_eval(lo_expr, {"bx": bx, "k": k}) == min(margins)
-            assert _c_eval(hi_expr, {"bx": bx, "k": k}) == max(margins)
+            assert _c_eval(lo_expr, {"bx_": bx, "k_": k}) == min(margins)
+            assert _c_eval(hi_expr, {"bx_": bx, "k_": k}) == max(margins)
     # three loops: all kept, all masked, and the per-element select for boundary tiles
     assert "if ((d_lo >= 0) && (d_hi >= 0))" in src
     assert "} else if (!(d_lo >= 0) && !(d_hi >= 0)) {" in src

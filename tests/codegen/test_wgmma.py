@@ -106,7 +106,7 @@ def test_attention_uses_wgmma_only_where_the_layout_feeds_the_register_gemm():
     assert sorted(state.gemm_wgmma.values()) == [(2, 1), (2, 1)]
     src = generate_cuda(k.func, "sm_90a").source
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0" in src
-    assert "tc_wgmma_m64n128k16_f16_rs_t1(&acc_o[0], a_frag[7], b_desc + 896);" in src
+    assert "tc_wgmma_m64n128k16_f16_rs_t1(&acc_o_[0], a_frag[7], b_desc + 896);" in src
     k = flash_attention(1, 1, 256, 128, False, block_M=128, block_N=64, threads=128)
     assert not _state(k).gemm_wgmma  # 4 warps x 32 rows: the layouts differ
 

@@ -93,7 +93,7 @@ def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
     dyn_names = {v.name for v in func.dynamic_vars}
     for p in func.params:
         if isinstance(p, Buffer):
-            sig.append(f"{ctype(p.dtype)}* __restrict__ {p.name}")
+            sig.append(f"{ctype(p.dtype)}* __restrict__ {em.name_buf(p)}")
             params.append(TensorParam(p.name, p.dtype.name,
                                       tuple(d if isinstance(d, int) else d.name for d in p.shape)))
         else:

@@ -22,7 +22,7 @@ from .regions import in_bounds, region_index, tile_shape, vector_aligned
 
 
 def _mem_ptr(em, buf) -> str:
-    return em.shared_ptr[buf] if buf.scope == "shared" else buf.name
+    return em.shared_ptr[buf] if buf.scope == "shared" else em.name_buf(buf)
 
 
 def emit_copy(em, op: Copy, async_copy: bool = False) -> None:
@@ -120,7 +120,7 @@ def _hoisted_async(em, op: Copy, coords: list[str], total: int) -> tuple[str, st
     if ss is None or ds is None:
         return None
     sf0, df0 = (re.sub(r"\bit \*", "0 *", x) for x in (sf, df))  # chunk 0 (not `split *`)
-    em.w(f"const {ctype(s.dtype)}* src_t = &{s.name}[{sf0}];")
+    em.w(f"const {ctype(s.dtype)}* src_t = &{em.name_buf(s)}[{sf0}];")
     em.w(f"const tc::u32 dst_t = tc::smem_addr(&{_mem_ptr(em, d)}[{df0}]);")
     return (f"src_t + it * {ss}", f"dst_t + it * {ds * d.dtype.bits // 8}u")
 
@@ -151,7 +151,7 @@ def _vector_copy(em, op: Copy, v: int, async_copy: bool) -> None:
             if sg:
                 em.w(f"const bool ok = {sg};")
                 em.w(f"tc::cp_async_16({dp}, ok ? (const void*){sp} : "
-                     f"(const void*){op.src.buffer.name}, ok);")
+                     f"(const void*){em.name_buf(op.src.buffer)}, ok);")
             else:
                 em.w(f"tc::cp_async_16({dp}, {sp});")
             return
@@ -229,21 +229,21 @@ def _frag_mem(em, op: Copy) -> None:
         if v > 1:
             em.w(f"tc::Vec<{mt}, {v}> val;")
             for j in range(v):
-                em.w(f"val.v[{j}] = {conv(f'{frag.buffer.name}[li + {j}]', mt)};")
+                em.w(f"val.v[{j}] = {conv(f'{em.name_buf(frag.buffer)}[li + {j}]', mt)};")
             st = f"tc::store_vec({addr}, val);"
         else:
-            st = f"*{addr} = {conv(f'{frag.buffer.name}[li]', mt)};"
+            st = f"*{addr} = {conv(f'{em.name_buf(frag.buffer)}[li]', mt)};"
         em.w(f"if ({g}) {st}" if g else st)
     elif v > 1:
         em.w(f"tc::Vec<{mt}, {v}> val;")
         em.w(f"if ({g}) val = tc::load_vec<{mt}, {v}>({addr}); else val = tc::Vec<{mt}, {v}>{{}};"
              if g else f"val = tc::load_vec<{mt}, {v}>({addr});")
         for j in range(v):
-            em.w(f"{frag.buffer.name}[li + {j}] = {conv(f'val.v[{j}]', ft)};")
+            em.w(f"{em.name_buf(frag.buffer)}[li + {j}] = {conv(f'val.v[{j}]', ft)};")
     else:
         val = conv(f"*{addr}", ft)
-        em.w(f"{frag.buffer.name}[li] = ({g}) ? {val} : {zero(ft)};" if g else
-             f"{frag.buffer.name}[li] = {val};")
+        em.w(f"{em.name_buf(frag.buffer)}[li] = ({g}) ? {val} : {zero(ft)};" if g else
+             f"{em.name_buf(frag.buffer)}[li] = {val};")
     em.close()
     if rep:
         em.close()
@@ -257,8 +257,8 @@ def _frag_to_frag(em, op: Copy) -> None:
                              f"layout, it has {ld}", hint="copy through shared memory")
     t = ctype(op.dst.dtype)
     em.w("#pragma unroll")
-    em.w(f"for (int li = 0; li < {ls.local_size}; ++li) {op.dst.buffer.name}[li] = "
-         f"tc::cast<{t}>({op.src.buffer.name}[li]);")
+    em.w(f"for (int li = 0; li < {ls.local_size}; ++li) {em.name_buf(op.dst.buffer)}[li] = "
+         f"tc::cast<{t}>({em.name_buf(op.src.buffer)}[li]);")
 
 
 def _local_copy(em, op: Copy) -> None:

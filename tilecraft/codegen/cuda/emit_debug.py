@@ -181,7 +181,7 @@ def _print_fragment(em, r: BufferRegion, head: str) -> None:
             tile.append(rel)
     lfmt, largs = _label(tile)
     call = _printf(f"{tfmt}   {lfmt} {value_format(b.dtype)}",
-                   [*targs, *largs, f"tc::dbg({b.name}[li])"])
+                   [*targs, *largs, f"tc::dbg({em.name_buf(b)}[li])"])
     em.w(f"if ({' && '.join(inside)}) {call}" if inside else call)
     em.close()
     if rep:

@@ -181,7 +181,7 @@ def emit_gemm(em, op: Gemm) -> None:
                f"{m}x{n}x{k}, warps {wm}x{wn}, {tm}x{tn} mma.m16n8k16 per warp per k16")
     if op.clear_accum:
         em.w("#pragma unroll")
-        em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {C.name}[li] = 0.f;")
+        em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {em.name_buf(C)}[li] = 0.f;")
     em.open("")
     warp_origin(em, op)
     plans = operand_plans(em, op, range(k // 16), lambda b: em.shared_ptr[b])
@@ -199,7 +199,7 @@ def emit_gemm(em, op: Gemm) -> None:
         em.w("#pragma unroll")
         em.open("for (int r = 0; r < 4; ++r)")
         em.w(f"const int base = (im * {tk} + kk) * 8 + 2 * r;")
-        em.w(f"a_frag[im][r] = tc::pack2({A.name}[base], {A.name}[base + 1]);")
+        em.w(f"a_frag[im][r] = tc::pack2({em.name_buf(A)}[base], {em.name_buf(A)}[base + 1]);")
         em.close()
         em.close()
     else:
@@ -224,7 +224,7 @@ def emit_gemm(em, op: Gemm) -> None:
         em.w("#pragma unroll")
         em.open(f"for (int im = 0; im < {tm}; ++im)")
         for w in range(width):
-            acc = f"&{C.name}[(im * {tn} + {jn} + {w}) * 4]"  # no local: C may be named acc0
+            acc = f"&{em.name_buf(C)}[(im * {tn} + {jn} + {w}) * 4]"  # no local: C may be named acc0
             em.w(f"{MMA[A.dtype.name]}({acc}, a_frag[im], b_frag[{w}], {acc});")
         em.close()
         em.close()
@@ -245,8 +245,8 @@ def _unrolled_k16_steps(em, op: Gemm, plans: dict) -> None:
             if A.scope == "fragment":
                 base = (im * (k // 16) + kk) * 8
                 em.w("#pragma unroll")
-                em.w(f"for (int r = 0; r < 4; ++r) a_frag[{im}][r] = tc::pack2({A.name}[{base} "
-                     f"+ 2 * r], {A.name}[{base} + 2 * r + 1]);")
+                em.w(f"for (int r = 0; r < 4; ++r) a_frag[{im}][r] = tc::pack2({em.name_buf(A)}[{base} "
+                     f"+ 2 * r], {em.name_buf(A)}[{base} + 2 * r + 1]);")
             else:
                 load_a_atom(em, op, plans, f"a_frag[{im}]", im, kk)
         for jn in range(0, tn, 2):
@@ -260,7 +260,7 @@ def _unrolled_k16_steps(em, op: Gemm, plans: dict) -> None:
             em.w("#pragma unroll")
             em.open(f"for (int im = 0; im < {tm}; ++im)")
             for w in range(width):
-                acc = f"&{C.name}[(im * {tn} + {jn + w}) * 4]"
+                acc = f"&{em.name_buf(C)}[(im * {tn} + {jn + w}) * 4]"
                 em.w(f"{mma}({acc}, a_frag[im], b_frag[{w}], {acc});")
             em.close()
             em.close()

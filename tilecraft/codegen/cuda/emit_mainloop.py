@@ -91,7 +91,7 @@ def emit_gemm_mainloop(em, loop, plan, g: Gemm, producers, read_ptr) -> None:
         em.open(f"for (int im = 0; im < {tm}; ++im)")
         em.w("#pragma unroll")
         em.open(f"for (int jn = 0; jn < {tn}; ++jn)")
-        acc = f"&{g.C.buffer.name}[(im * {tn} + jn) * 4]"  # no local: C may be named acc
+        acc = f"&{em.name_buf(g.C.buffer)}[(im * {tn} + jn) * 4]"  # no local: C may be named acc
         em.w(f"{MMA[g.A.dtype.name]}({acc}, a_frag[{kk % 2}][im], b_frag[{kk % 2}][jn], {acc});")
         em.close()
         em.close()

@@ -23,12 +23,12 @@ def emit_fill(em, op: Fill) -> None:
     if b.scope == "fragment":
         n = em.state.layouts[b].local_size
         em.w("#pragma unroll")
-        em.w(f"for (int li = 0; li < {n}; ++li) {b.name}[li] = {val};")
+        em.w(f"for (int li = 0; li < {n}; ++li) {em.name_buf(b)}[li] = {val};")
     elif b.scope == "local":
         em.w("#pragma unroll")
-        em.w(f"for (int li = 0; li < {b.numel()}; ++li) {b.name}[li] = {val};")
+        em.w(f"for (int li = 0; li < {b.numel()}; ++li) {em.name_buf(b)}[li] = {val};")
     elif b.scope == "var":
-        em.w(f"{b.name} = {val};")
+        em.w(f"{em.name_buf(b)} = {val};")
     else:
         shape = tile_shape(op.dst)
 
@@ -67,7 +67,7 @@ def emit_atomic(em, op: Atomic) -> None:
     idx = region_index(em, op.dst, coords)
     g = in_bounds(em, op.dst, idx)
     call = (f"{fn}(&{_mem_ptr(em, d)}[{em.flat_index(d, idx)}], "
-            f"tc::cast<{ctype(d.dtype)}>({s.name}[li]));")
+            f"tc::cast<{ctype(d.dtype)}>({em.name_buf(s)}[li]));")
     em.w(f"if ({g}) {call}" if g else call)
     em.close()
     if rep:

@@ -71,7 +71,7 @@ def emit_reduce(em, op: Reduce) -> None:
     em.w("#pragma unroll")
     em.w(f"for (int j = 0; j < {ld.local_size}; ++j) red[j] = {_init(op.kind, t)};")
     m = local_map(ls, ld, keep, op.span) if len(keep) < len(src.shape) else "li"
-    x = f"tc::cast<{t}>({src.name}[li])"
+    x = f"tc::cast<{t}>({em.name_buf(src)}[li])"
     if op.kind in ("abssum", "absmax"):
         x = f"fabsf({x})" if t == "float" else f"abs({x})"
     em.w("#pragma unroll")
@@ -103,9 +103,9 @@ def emit_reduce(em, op: Reduce) -> None:
     dt = ctype(dst.dtype)
     em.w("#pragma unroll")
     if op.clear:
-        em.w(f"for (int j = 0; j < {ld.local_size}; ++j) {dst.name}[j] = tc::cast<{dt}>(red[j]);")
+        em.w(f"for (int j = 0; j < {ld.local_size}; ++j) {em.name_buf(dst)}[j] = tc::cast<{dt}>(red[j]);")
     else:
-        cur = f"tc::cast<{t}>({dst.name}[j])"
-        em.w(f"for (int j = 0; j < {ld.local_size}; ++j) {dst.name}[j] = "
+        cur = f"tc::cast<{t}>({em.name_buf(dst)}[j])"
+        em.w(f"for (int j = 0; j < {ld.local_size}; ++j) {em.name_buf(dst)}[j] = "
              f"tc::cast<{dt}>({_combine(op.kind, t, cur, 'red[j]')});")
     em.close()

@@ -183,5 +183,5 @@ def _fragment_scan(em, op: CumSum) -> None:
         row.sort(reverse=op.reverse)
         em.w(f"acc = {zero(t)};  // a row of {len(row)} registers")
         for _, li in row:
-            em.w(f"acc += tc::cast<{t}>({s.name}[{li}]); {d.name}[{li}] = tc::cast<{dt}>(acc);")
+            em.w(f"acc += tc::cast<{t}>({em.name_buf(s)}[{li}]); {em.name_buf(d)}[{li}] = tc::cast<{dt}>(acc);")
     em.close()

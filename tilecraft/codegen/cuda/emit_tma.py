@@ -84,8 +84,8 @@ def tensor_map(em, buf: Buffer, box: tuple[int, ...], swizzle: int) -> str:
     for name, (b, bx, sw) in maps.items():
         if b is buf and bx == box and sw == swizzle:
             return name
-    name = f"{buf.name}_tmap" if not any(b is buf for b, _, _ in maps.values()) else \
-        f"{buf.name}_tmap{len(maps)}"
+    name = f"{em.name_buf(buf)}tmap" if not any(b is buf for b, _, _ in maps.values()) else \
+        f"{em.name_buf(buf)}tmap{len(maps)}_"
     maps[name] = (buf, box, swizzle)
     return name
 

@@ -58,7 +58,7 @@ def emit_wgmma(em, op: Gemm) -> None:
     em.open("")
     issue_wgmma(em, op)
     em.w("tc::wgmma_wait<0>();")
-    _fence_acc(em, op.C.buffer.name, _acc_count(em, op))
+    _fence_acc(em, em.name_buf(op.C.buffer), _acc_count(em, op))
     em.close()
 
 
@@ -83,7 +83,7 @@ def issue_wgmma(em, op: Gemm) -> None:
                f"{'registers' if a_regs else 'shared memory'}, B from shared memory)")
     if op.clear_accum:
         em.w("#pragma unroll")
-        em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {C.name}[li] = 0.f;")
+        em.w(f"for (int li = 0; li < {tm * tn * 4}; ++li) {em.name_buf(C)}[li] = 0.f;")
     trans_b = int(1 - op.transpose_B)
     fn = wgmma_helper(em, nw, A.dtype.name, trans_b, None if a_regs else int(op.transpose_A))
     da0, db0 = descs[0]
@@ -107,19 +107,19 @@ def issue_wgmma(em, op: Gemm) -> None:
         em.w(f"tc::u32 a_frag[{k // 16}][4];")
         em.w("#pragma unroll")
         em.w(f"for (int r = 0; r < {k // 4}; ++r) a_frag[r / 4][r % 4] = "
-             f"tc::pack2({A.name}[2 * r], {A.name}[2 * r + 1]);")
-    _fence_acc(em, C.name, tm * tn * 4)
+             f"tc::pack2({em.name_buf(A)}[2 * r], {em.name_buf(A)}[2 * r + 1]);")
+    _fence_acc(em, em.name_buf(C), tm * tn * 4)
     em.w("tc::wgmma_fence();")
     for kk in range(k // 16):
         for t in range(tm):
             sb = db0.starts[(0, kk)] >> 4
             b = f"b_desc + {sb}" if sb else "b_desc"
             if a_regs:
-                em.w(f"{fn}(&{C.name}[{t * tn * 4}], a_frag[{kk}], {b});")
+                em.w(f"{fn}(&{em.name_buf(C)}[{t * tn * 4}], a_frag[{kk}], {b});")
                 continue
             sa = da0.starts[(t, kk)] >> 4
             a = f"a_desc + {sa}" if sa else "a_desc"
-            em.w(f"{fn}(&{C.name}[{t * tn * 4}], {a}, {b});")
+            em.w(f"{fn}(&{em.name_buf(C)}[{t * tn * 4}], {a}, {b});")
     em.w("tc::wgmma_commit();")
 
 
@@ -171,5 +171,5 @@ def emit_wgmma_mainloop(em, plan, g: Gemm, producers, read_ptr, v: str, start: s
     em.w(f"stage_w = stage_w == {S - 1} ? 0 : stage_w + 1;")
     em.close()
     em.w("tc::wgmma_wait<0>();")
-    _fence_acc(em, g.C.buffer.name, _acc_count(em, g))
+    _fence_acc(em, em.name_buf(g.C.buffer), _acc_count(em, g))
     em.read_since_sync = True

@@ -25,10 +25,8 @@ class KernelEmitter:
         self.lines: list[str] = []
         self.indent = 1
         self._names: dict[Var, str] = {}
-        self._used: set[str] = {"tid", "li", "tc_smem", "lane", "warp", "c", "it", "val", "ok", "kk",
-                                 "a_frag", "b_frag", "red", "acc", "stage_r", "stage_w", "k_iter",
-                                 "pre", "n_iters", "warp_m", "warp_n", "src_t", "dst_t",
-                                 "d_lo", "d_hi", "a_off", "b_off", "a_smem", "b_smem"}
+        self._buf_names: dict[Buffer, str] = {}
+        self._used: set[str] = set()  # user names given out (all end with "_")
         self.frag_local: dict[Buffer, str] = {}  # inside a Parallel loop: fragment -> local index
         self.shared_ptr: dict[Buffer, str] = {}  # shared buffer -> C pointer expression
         self.ranges: dict[Var, tuple[int, int]] = {}  # proven value ranges (bounds-guard removal)
@@ -70,14 +68,19 @@ class KernelEmitter:
 
     # ---- names and memory -----------------------------------------------------------------
     def name(self, v: Var) -> str:
+        """The C name of a variable: user names are printed with a trailing underscore, a form
+        no name the emitters declare has (`red`, `tid`, `acc` stay the compiler's)."""
         n = self._names.get(v)
         if n is None:
-            base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in v.name) or "v"
-            n, k = base, 1
-            while n in self._used:
-                n, k = f"{base}_{k}", k + 1
-            self._used.add(n)
-            self._names[v] = n
+            n = self._names[v] = self._user_name(v.name)
+        return n
+
+    def _user_name(self, name: str) -> str:
+        base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name).rstrip("_") or "v"
+        n, k = f"{base}_", 1
+        while n in self._used:
+            n, k = f"{base}_{k}_", k + 1
+        self._used.add(n)
         return n
 
     def bind(self, v: Var, cname: str) -> None:
@@ -121,7 +124,11 @@ class KernelEmitter:
         return f"{base}[{self.flat_index(buf, idx)}]"
 
     def name_buf(self, buf: Buffer) -> str:
-        return buf.name
+        """The C name of a buffer (a user name, mangled like `name`)."""
+        n = self._buf_names.get(buf)
+        if n is None:
+            n = self._buf_names[buf] = self._user_name(buf.name)
+        return n
 
     def load(self, e: BufferLoad) -> str:
         if e.buffer.scope == "shared":
@@ -208,17 +215,17 @@ class KernelEmitter:
         t = ctype(b.dtype)
         if b.scope == "fragment":
             lay = self.state.layouts[b]
-            self.w(f"{t} {b.name}[{lay.local_size}];  // fragment {list(b.shape)}: {lay}")
+            self.w(f"{t} {self.name_buf(b)}[{lay.local_size}];  // fragment {list(b.shape)}: {lay}")
         elif b.scope == "local":
-            self.w(f"{t} {b.name}[{b.numel()}];")
+            self.w(f"{t} {self.name_buf(b)}[{b.numel()}];")
         elif b.scope == "var":
-            self.w(f"{t} {b.name} = {zero(t)};")
+            self.w(f"{t} {self.name_buf(b)} = {zero(t)};")
         elif b.scope == "shared":
             slot = self.state.shared[b]
-            self.w(f"{t}* {b.name} = reinterpret_cast<{t}*>(tc_smem + {slot.offset});"
+            self.w(f"{t}* {self.name_buf(b)} = reinterpret_cast<{t}*>(tc_smem + {slot.offset});"
                    + (f"  // x{slot.stages} stages" if slot.stages > 1 else "")
                    + ("  // swizzled" if b in self.state.swizzled else ""))
-            self.shared_ptr[b] = b.name
+            self.shared_ptr[b] = self.name_buf(b)
 
     def set_range(self, v: Var, value=None, first=None, count=None) -> None:
         """Record v's interval: the value of `value`, or first .. first + count - 1."""
