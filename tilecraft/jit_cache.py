@@ -22,9 +22,12 @@ uncacheable; it is then built as before.
 
 Entry: `<cache dir>/jit/<key[:2]>/<key>.json`: a `KernelRecord` (tilecraft/runtime/record.py:
 CUDA source, entry, parameters, launch spec, source spans, the cubin's key in the cubin cache)
-and the jit options. Written to a temporary name and renamed; a file that does not parse, has
-another format or another key is a miss (and is rewritten). The cubin stays in the cubin cache
-(and is compiled again from the stored source if it is gone).
+and the jit options, plus the sha256 of all of it. Written to a temporary name and renamed; a
+file that does not parse, has another format or another key, or whose contents do not hash to
+its sha256 (a damaged byte in the source or the parameters) is a miss (and is rewritten), with a
+`CacheCorruptionWarning` when the file was damaged rather than of another format. The cubin
+stays in the cubin cache (which checks its length and hash; a damaged or missing cubin is
+compiled again from the stored source).
 
 `TILECRAFT_JIT_CACHE=0` or `@tilecraft.jit(cache=False)` turns it off; so does
 `TILECRAFT_DUMP_IR`, so that the passes run and dump.
@@ -32,8 +35,10 @@ another format or another key is a miss (and is rewritten). The cubin stays in t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,15 +154,43 @@ def entry_path(key: str) -> Path:
     return cache_dir() / "jit" / key[:2] / f"{key}.json"
 
 
+def _digest(data: dict) -> str:
+    """sha256 of an entry's contents (all but its `sha256` field), in one canonical spelling."""
+    body = {k: v for k, v in data.items() if k != "sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def load(key: str) -> CachedKernel | None:
     """The entry stored under `key`; None when absent, unreadable or not what it should be."""
+    path = entry_path(key)
     try:
-        data = json.loads(entry_path(key).read_bytes())
+        text = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            return None  # another format: rewritten without a warning
+        if data.get("sha256") != _digest(data):
+            return _damaged(path, "its contents do not match their sha256")
         if data["key"] != key:
             return None
         return CachedKernel.from_json(data)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
-        return None
+    except (ValueError, RecursionError):
+        return _damaged(path, "it is not valid JSON")
+    except Exception:  # noqa: BLE001 - whatever a damaged entry makes the reader raise
+        return _damaged(path, "it is incomplete")
+
+
+def _damaged(path: Path, reason: str) -> None:
+    from tilecraft.runtime.errors import CacheCorruptionWarning
+
+    warnings.warn(
+        f"tilecraft: the jit cache entry {path} is damaged ({reason}); building the kernel again",
+        CacheCorruptionWarning,
+        stacklevel=5,  # the factory call
+    )
 
 
 def save(key: str, kernel: CachedKernel) -> None:
@@ -165,7 +198,9 @@ def save(key: str, kernel: CachedKernel) -> None:
     from tilecraft.runtime.cache import atomic_write
 
     try:
-        data = json.dumps({"key": key, **kernel.to_json()}).encode()
-        atomic_write(entry_path(key), data)
+        data = {"key": key, **kernel.to_json()}
+        data = json.loads(json.dumps(data))  # as it will read back (tuples become lists)
+        data["sha256"] = _digest(data)
+        atomic_write(entry_path(key), json.dumps(data).encode())
     except (OSError, TypeError, ValueError):  # unwritable directory, a value JSON cannot hold
         pass

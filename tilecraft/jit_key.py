@@ -23,7 +23,7 @@ from typing import Any
 
 import tilecraft
 
-FORMAT = 1
+FORMAT = 2
 # environment variables that change the generated code
 CODEGEN_ENV = ("TILECRAFT_WGMMA", "TILECRAFT_WGMMA_PIPE", "TILECRAFT_TMA", "TILECRAFT_TMA_EMPTY")
 _PACKAGE_DIR = Path(__file__).resolve().parent

@@ -7,6 +7,7 @@ list (`TensorParam`/`ScalarParam`) and a `LaunchSpec`; see docs/runtime.md.
 from .args import ArgChecker, BoundArgs, check_args
 from .cache import KernelCache, cache_dir, cache_key, default_cache
 from .errors import (
+    CacheCorruptionWarning,
     CudaCompileError,
     CudaDriverError,
     CudaToolkitNotFoundError,
@@ -30,6 +31,7 @@ __all__ = [
     "TILECRAFT_INCLUDE_DIR",
     "ArgChecker",
     "BoundArgs",
+    "CacheCorruptionWarning",
     "CompileJob",
     "CompiledCubin",
     "CudaCompileError",

@@ -4,9 +4,13 @@ Key: sha256 over the CUDA source, the target arch, the compile options, the NVRT
 tilecraft version and a hash of tilecraft's device header library (so editing a .cuh file
 invalidates what was built against it). Directory: `$TILECRAFT_CACHE_DIR`, default
 `~/.cache/tilecraft`; entries live in `<dir>/cubin/<key[:2]>/<key>.cubin` with a `<key>.json`
-beside it (entry name, arch, options, NVRTC version, log, resources). Both files are written to a
-temporary name and renamed into place, the JSON last, so a reader never sees half an entry and
-concurrent writers of one key are harmless (same bytes).
+beside it (entry name, arch, options, NVRTC version, log, resources, and the cubin's length and
+sha256). Both files are written to a temporary name and renamed into place, the JSON last, so a
+reader never sees half an entry and concurrent writers of one key are harmless (same bytes).
+
+Nothing read from disk is trusted: a JSON record that does not parse or lacks a field, or a cubin
+whose length or sha256 differs from its record (truncated, overwritten, gone) is a miss with a
+`CacheCorruptionWarning`; the caller compiles again and `put` overwrites the entry.
 """
 
 from __future__ import annotations
@@ -17,12 +21,17 @@ import json
 import os
 import tempfile
 import threading
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import CacheCorruptionWarning
 from .paths import TILECRAFT_INCLUDE_DIR
 from .resources import Resources
+
+#: the fields of a cubin record that say what the cubin file must be
+_LENGTH, _SHA256 = "cubin_bytes", "cubin_sha256"
 
 
 @dataclass(frozen=True)
@@ -102,21 +111,27 @@ class KernelCache:
         return base.with_suffix(".cubin"), base.with_suffix(".json")
 
     def get(self, key: str) -> CacheEntry | None:
-        """The entry stored under `key`, from memory or disk; None when absent or unreadable."""
+        """The entry stored under `key`, from memory or disk; None when absent or damaged (a
+        damaged entry also warns, and is overwritten by the next `put`)."""
         with self._lock:
             hit = self._memory.get(key)
         if hit is not None:
             return hit
         cubin_path, json_path = self._paths(key)
         try:
-            meta = json.loads(json_path.read_text())
-            entry = CacheEntry(
-                cubin=cubin_path.read_bytes(),
-                resources=Resources.from_json(meta.pop("resources")),
-                log=meta.pop("log", ""),
-                meta=meta,
-            )
-        except (OSError, ValueError, KeyError, TypeError):
+            text = json_path.read_bytes()
+        except OSError:
+            return None  # absent: a plain miss
+        try:
+            entry = _verified_entry(text, cubin_path)
+        except _Damaged as exc:
+            if exc.reason:
+                warnings.warn(
+                    f"tilecraft: the cached kernel {json_path.with_suffix('')} is damaged "
+                    f"({exc.reason}); compiling it again",
+                    CacheCorruptionWarning,
+                    stacklevel=3,
+                )
             return None
         with self._lock:
             self._memory[key] = entry
@@ -128,6 +143,8 @@ class KernelCache:
             self._memory[key] = entry
         cubin_path, json_path = self._paths(key)
         meta = dict(entry.meta, resources=entry.resources.to_json(), log=entry.log)
+        meta[_LENGTH] = len(entry.cubin)
+        meta[_SHA256] = hashlib.sha256(entry.cubin).hexdigest()
         try:
             atomic_write(cubin_path, entry.cubin)
             atomic_write(json_path, json.dumps(meta, indent=1).encode())
@@ -138,6 +155,44 @@ class KernelCache:
         """Forget the in-memory entries (the disk stays); used by tests and long sessions."""
         with self._lock:
             self._memory.clear()
+
+
+class _Damaged(Exception):
+    """A cache entry that cannot be used; `reason` is empty for an entry of an older format."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _verified_entry(text: bytes, cubin_path: Path) -> CacheEntry:
+    """The entry of record `text`, its cubin read from `cubin_path` and checked against the
+    record's length and sha256; raises _Damaged otherwise."""
+    try:
+        meta = json.loads(text)
+    except (ValueError, RecursionError):
+        raise _Damaged("its record is not valid JSON") from None
+    if not isinstance(meta, dict):
+        raise _Damaged("its record is not a JSON object")
+    if _SHA256 not in meta:
+        raise _Damaged("")  # written before records carried the cubin's hash
+    try:
+        length, digest = meta.pop(_LENGTH), meta.pop(_SHA256)
+        resources = Resources.from_json(meta.pop("resources"))
+        log = meta.pop("log", "")
+        if type(length) is not int or not isinstance(digest, str) or not isinstance(log, str):
+            raise TypeError
+    except Exception:  # noqa: BLE001 - anything a damaged record makes the parser raise
+        raise _Damaged("its record is incomplete") from None
+    try:
+        cubin = cubin_path.read_bytes()
+    except OSError:
+        raise _Damaged("its cubin is missing") from None
+    if len(cubin) != length:
+        raise _Damaged(f"its cubin has {len(cubin)} bytes, its record says {length}")
+    if hashlib.sha256(cubin).hexdigest() != digest:
+        raise _Damaged("its cubin's sha256 differs from its record's")
+    return CacheEntry(cubin=cubin, resources=resources, log=log, meta=meta)
 
 
 _caches: dict[Path, KernelCache] = {}

@@ -16,6 +16,10 @@ class LaunchArgumentError(TilecraftError, ValueError):
     """A kernel argument failed the checks made before launch (count, dtype, shape, device...)."""
 
 
+class CacheCorruptionWarning(UserWarning):
+    """A cached kernel on disk was damaged (truncated, overwritten, half gone); it is rebuilt."""
+
+
 class CudaToolkitNotFoundError(RuntimeError):
     """NVRTC or the CUDA headers could not be found."""
 
