@@ -65,6 +65,16 @@ _ENTRIES = [
     Diagnostic("TC307", "argument `{param}` cannot be read by TMA: {detail}",
                "the kernel loads it with the Tensor Memory Accelerator; pass a tensor whose data "
                "starts 16-byte aligned (`x.clone()`), or build with TILECRAFT_TMA=0"),
+    Diagnostic("TC308", "argument `{param}` is not {align}-byte aligned (its address is {rem} "
+               "mod {align}): the kernel reads or writes it with {align}-byte vector accesses",
+               "pass a tensor whose data starts {align}-byte aligned, e.g. `{param}.clone()` (a "
+               "view that starts inside another tensor, like `x[1:]`, is not)"),
+    Diagnostic("TC309", "kernel `{kernel}` would launch {value} blocks along grid {axis}: "
+               "{detail}", "{hint}"),
+    Diagnostic("TC310", "kernel `{kernel}` has a block of {block} threads: {detail}",
+               "CUDA runs 1 to 1024 threads per block (x, y <= 1024, z <= 64)"),
+    Diagnostic("TC311", "scalar parameter `{param}` has dtype {dtype}, which a kernel argument "
+               "cannot have", "declare it as one of {kinds} and cast it inside the kernel"),
     # interpreter (TC4xx)
     Diagnostic("TC401", "index out of bounds in `{buffer}`: {detail}", "buffer shape is {shape}"),
     Diagnostic("TC402", "device assertion failed: {detail}", ""),

@@ -12,8 +12,10 @@ Nothing touches the GPU until the first call; compiling and argument checking wo
 without one (a launch there raises CudaUnavailableError).
 
 A call does, in Python: one pass of the kernel's `ArgChecker` (args.py), the grid (precomputed
-when it does not depend on dynamic dims), torch's current stream by one direct call, and
-`Launcher.launch` (launch.py), which writes the values into a prebuilt parameter block.
+when it does not depend on dynamic dims) checked against CUDA's limits (limits.py: an empty grid
+launches nothing, a negative or oversized one is TC309), torch's current stream by one direct
+call, and `Launcher.launch` (launch.py), which writes the values into a prebuilt parameter block.
+The block is checked once, when the kernel is made (TC310).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from .args import ArgChecker, BoundArgs
 from .driver import require_gpu
 from .launch import Launcher
+from .limits import check_block, check_grid
 from .module import LoadedKernel
 from .nvrtc import CompiledCubin, compile_cuda
 from .params import LaunchSpec, Param, TensorMapParam, TensorParam
@@ -53,12 +56,14 @@ class RuntimeKernel:
         self.checker = checker or ArgChecker(self.params, kernel=compiled.name)
         if self.checker.params != self.params:
             raise ValueError(f"the checker given to `{compiled.name}` has other parameters")
+        check_block(launch.block_dims(), kernel=self.checker.kernel, span=self.checker.span)
         self.loaded = LoadedKernel(compiled.cubin, compiled.name, compiled.arch)
         kinds = ["pointer" if isinstance(p, TensorParam) else
                  "tensormap" if isinstance(p, TensorMapParam) else p.kind for p in self.params]
         self._launcher = Launcher(self.loaded, kinds, launch.block_dims(), launch.cluster_dims())
         dynamic = any(callable(e) for e in launch.grid)
-        self._static_grid = None if dynamic else launch.grid_dims({})
+        self._static_grid = None if dynamic else tuple(launch.grid)
+        self._cluster = launch.cluster_dims()
 
     @classmethod
     def from_source(
@@ -121,24 +126,22 @@ class RuntimeKernel:
     ) -> Any:
         """Launch with optional overrides of the grid and dynamic shared memory of the spec."""
         values, dims, device, outputs = self.checker.bind(args)
-        if device is None:  # no tensor arguments
-            require_gpu(self.arch)
-            device = _torch_device()
-        if grid is not None:
-            g = _pad3(grid)
-        else:
-            g = self._static_grid or self.launch_spec.grid_dims(dims)
-        dyn = self.launch_spec.smem if smem is None else smem
-        handle = _current_stream(device) if stream is None else _stream_handle(stream)
-        self._launcher.launch(values, g, dyn, device, handle)
+        if grid is None:
+            grid = self._static_grid or tuple(e(dims) if callable(e) else e
+                                              for e in self.launch_spec.grid)
+        checker = self.checker
+        g = check_grid(grid, kernel=checker.kernel, span=checker.span, dims=dims,
+                       cluster=self._cluster)
+        if g is not None:  # None: an empty grid, nothing to launch
+            if device is None:  # no tensor arguments
+                require_gpu(self.arch)
+                device = _torch_device()
+            dyn = self.launch_spec.smem if smem is None else smem
+            handle = _current_stream(device) if stream is None else _stream_handle(stream)
+            self._launcher.launch(values, g, dyn, device, handle)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
-
-
-def _pad3(v: Sequence[int]) -> tuple[int, int, int]:
-    t = tuple(int(x) for x in v)
-    return t + (1,) * (3 - len(t))  # type: ignore[return-value]
 
 
 def _torch_device() -> int:
