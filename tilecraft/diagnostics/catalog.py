@@ -79,6 +79,7 @@ _ENTRIES = [
     Diagnostic("TC401", "index out of bounds in `{buffer}`: {detail}", "buffer shape is {shape}"),
     Diagnostic("TC402", "device assertion failed: {detail}", ""),
     Diagnostic("TC403", "not supported by the interpreter yet: {detail}", "{hint}"),
+    Diagnostic("TC404", "{value} produced {where}: {detail}", "{hint}"),
     # compiler (TC5xx)
     Diagnostic("TC501", "layout conflict on `{buffer}`: {detail}", "{hint}"),
     Diagnostic("TC502", "not supported by the CUDA backend yet: {detail}", "{hint}"),
