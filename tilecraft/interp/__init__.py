@@ -13,10 +13,12 @@ from tilecraft.ir import Buffer, PrimFunc, Var
 from .machine import Machine
 
 
-def run(func: PrimFunc, args: list[Any]) -> None:
+def run(func: PrimFunc, args: list[Any], *, debug_nans: bool = False) -> None:
     """Run `func` on torch tensors or numpy arrays, writing outputs in place.
 
     CPU tensors are used in place; tensors on another device are copied in and back.
+    `debug_nans`: stop with TC404 at the first statement that makes a NaN or an inf from values
+    that had none (see nan_check.py).
     """
     dims = bind_arguments(func, args)
     buffers: dict[Buffer, np.ndarray] = {}
@@ -33,7 +35,7 @@ def run(func: PrimFunc, args: list[Any]) -> None:
         buffers[p] = to_numpy_view(a.detach() if is_torch(a) else a)
     for v, n in dims.items():
         scalars[v] = np.int32(n)
-    Machine(func, buffers, scalars).run()
+    Machine(func, buffers, scalars, debug_nans=debug_nans).run()
     for dev, host in copies:
         dev.copy_(host)
 

@@ -17,6 +17,7 @@ from tilecraft.diagnostics import TilecraftError, at_span
 from tilecraft.ir import (Allocate, Break, Buffer, BufferStore, Evaluate, For, If, KernelLaunch,
                           LetStmt, ParallelLoop, PrimFunc, SeqStmt, Stmt, TileOp, Var, While)
 
+from . import nan_check
 from .evaluate import Evaluator
 from .values import np_type, store_cast
 
@@ -34,6 +35,7 @@ class Machine:
     mask: np.ndarray | None = None
     par_axes: int = 0
     block_index: tuple[int, ...] = ()
+    debug_nans: bool = False  # stop at the first NaN/inf made from finite values (nan_check.py)
 
     def __post_init__(self):
         self.ev = Evaluator(self)
@@ -49,6 +51,7 @@ class Machine:
                 self.exec(c)
             return
         with at_span(s.span):
+            after = nan_check.before(self, s) if self.debug_nans else None
             handler = _HANDLERS.get(type(s))
             if handler is not None:
                 handler(self, s)
@@ -56,6 +59,8 @@ class Machine:
                 self.tile_op(s)
             else:
                 raise TilecraftError("TC403", detail=type(s).__name__, hint="")
+            if after is not None:
+                after()
 
     # ---- statements --------------------------------------------------------------------
     def kernel(self, s: KernelLaunch) -> None:
