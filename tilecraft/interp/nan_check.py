@@ -156,7 +156,7 @@ def _check_expr(m, value: Expr, buffer, indices, let_var: Var | None = None) -> 
     pos = tuple(int(p) for p in hits[0])
     at = {x: int(np.broadcast_to(m.env[x], grid)[pos]) for x in loop_vars}
     element = tuple(int(np.broadcast_to(i, grid)[pos]) for i in idx)
-    where = report.where(m, at, let_var or buffer, element)
+    where = report.where(m, at, let_var if let_var is not None else buffer, element)
     if overflow[pos]:
         raise report.store_overflow(buffer, float(nodes.value(value)[pos]), stored[pos], where)
     raise report.expression(m, nodes, nodes.path(value, pos), pos, where)
