@@ -19,6 +19,7 @@ from tilecraft.ir import (Allocate, Break, Buffer, BufferStore, Evaluate, For, I
 
 from . import nan_check
 from .evaluate import Evaluator
+from .index_width import widen_indices
 from .values import np_type, store_cast
 
 
@@ -43,7 +44,7 @@ class Machine:
     # ---- entry -------------------------------------------------------------------------
     def run(self) -> None:
         self.env.update(self.scalars)
-        self.exec(self.func.body)
+        self.exec(widen_indices(self.func.body))  # 64-bit index arithmetic where needed
 
     def exec(self, s: Stmt) -> None:
         if isinstance(s, SeqStmt):

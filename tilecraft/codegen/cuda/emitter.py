@@ -12,6 +12,7 @@ from __future__ import annotations
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import (Allocate, Break, Buffer, BufferLoad, BufferStore, Evaluate, For, If,
                           LetStmt, ParallelLoop, SeqStmt, TileOp, Var, While)
+from tilecraft.ir.indices import needs_64bit_index, wide_let_vars
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
@@ -91,18 +92,17 @@ class KernelEmitter:
         if buf.scope == "shared" and buf in self.state.swizzled:
             return swizzled_offset(buf.shape[0], buf.shape[1], idx[0], idx[1])
         out = None
-        for d, (i, n) in enumerate(zip(idx, buf.shape)):
-            if out is None:
+        for i, n in zip(idx, buf.shape):
+            if out is None:  # a 64-bit first term makes every product and sum 64-bit
                 out = f"(long long)({i})" if needs_64bit_index(buf) and len(idx) > 1 else i
             else:
                 out = f"({out}) * {self.dim(n)} + {i}"
         return out or "0"
 
     def index_exprs(self, buf: Buffer, exprs) -> list[str]:
-        """The C expressions of IR indices into `buf`: in 64-bit arithmetic for a 1-D tensor
-        of 2^31 elements or more (the flat index is the expression itself)."""
-        wide = needs_64bit_index(buf) and len(buf.shape) == 1
-        before, self.p.wide = self.p.wide, self.p.wide or wide
+        """The C expressions of IR indices into `buf`: in 64-bit arithmetic for a tensor that
+        may hold 2^31 elements or more (tilecraft/ir/indices.py)."""
+        before, self.p.wide = self.p.wide, self.p.wide or needs_64bit_index(buf)
         try:
             return [self.p(i) for i in exprs]
         finally:
@@ -260,45 +260,6 @@ class KernelEmitter:
         # the loop may run zero times or break before its last barrier
         self.read_since_sync = before or _reads_shared(s.body)
         self.write_pending = self.write_pending or _store_before_break(s.body)
-
-
-def needs_64bit_index(buf: Buffer) -> bool:
-    """Global tensors that may hold 2^31 elements or more (static size, or any dynamic dim)
-    get 64-bit flat indices; smaller ones keep 32-bit arithmetic (fewer registers)."""
-    if buf.scope != "global":
-        return False
-    n = buf.numel()
-    return n is None or n >= 2**31
-
-
-def _wide_1d(buf: Buffer) -> bool:
-    return needs_64bit_index(buf) and len(buf.shape) == 1
-
-
-def wide_let_vars(body) -> set[Var]:
-    """Integer `let` variables that an index of a 1-D tensor needing 64-bit indices reads,
-    directly or through other lets (`base = bx * 256; A[base + i]`): they are computed in 64 bits,
-    since the index is the flat offset itself."""
-    lets = {s.var: s.value for s in walk(body) if isinstance(s, LetStmt) and s.var.dtype.is_integer}
-    if not lets:
-        return set()
-    roots = []
-    for s in walk(body):
-        if isinstance(s, BufferStore) and _wide_1d(s.buffer):
-            roots.extend(s.indices)
-        if isinstance(s, TileOp):
-            roots.extend(x for r in s.reads() + s.writes() if _wide_1d(r.buffer) for x in r.starts)
-        for e in stmt_exprs(s):
-            roots.extend(i for y in walk_expr(e) if isinstance(y, BufferLoad) and _wide_1d(y.buffer)
-                         for i in y.indices)
-    wide: set[Var] = set()
-    stack = [v for e in roots for v in walk_expr(e) if isinstance(v, Var)]
-    while stack:
-        v = stack.pop()
-        if v in lets and v not in wide:
-            wide.add(v)
-            stack.extend(x for x in walk_expr(lets[v]) if isinstance(x, Var))
-    return wide
 
 
 def _writes_shared(s) -> bool:
