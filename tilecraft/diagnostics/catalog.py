@@ -35,6 +35,11 @@ _ENTRIES = [
                "only Python constants can decide this at compile time{hint}"),
     Diagnostic("TC110", "tile operation outside of `with T.Kernel(...)`",
                "put tile operations inside the `with T.Kernel(...) as ...:` block"),
+    Diagnostic("TC111", "`{func}` has no parameter `{keyword}`", "{suggest}{func} takes {params}"),
+    Diagnostic("TC112", "wrong arguments to `{func}`: {detail}", "call it as {func}{signature}"),
+    Diagnostic("TC113", "`{func}(..., {keyword}={value})` is a TileLang option tilecraft does not "
+               "implement", "{hint}"),
+    Diagnostic("TC114", "T.annotate_layout of `{buffer}` cannot be honoured: {detail}", "{hint}"),
     # shapes and types (TC2xx)
     Diagnostic("TC201", "slice of `{buffer}` is out of bounds: {detail}",
                "buffer `{buffer}` has shape {shape}"),
@@ -52,6 +57,10 @@ _ENTRIES = [
     Diagnostic("TC207", "buffer `{buffer}` of scope `{scope}` cannot be used here: {detail}", "{hint}"),
     Diagnostic("TC208", "slice extent of `{buffer}` is not a compile-time constant: {detail}",
                "write slices as `A[i * b:(i + 1) * b]` so the extent is a constant"),
+    Diagnostic("TC210", "unknown data type {what}", "{hint}"),
+    Diagnostic("TC211", "{what} must be an integer, got {got}", "{hint}"),
+    Diagnostic("TC212", "T.Kernel grid dimension {dim} is {value}: {detail}",
+               "CUDA launches 1 <= x < 2^31 blocks along x and 1 <= y, z < 65536 along y and z"),
     # call time (TC3xx)
     Diagnostic("TC301", "kernel `{kernel}` takes {expected} argument(s), got {got}",
                "pass one tensor per parameter{out_hint}"),

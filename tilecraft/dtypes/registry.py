@@ -16,6 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from tilecraft.diagnostics import TilecraftError
 from tilecraft.dtypes.datatype import MAX_CUSTOM_BITS, STANDARD_FLOATS, STANDARD_INT_BITS, DataType
 
 _INTERNED: dict[DataType, DataType] = {}
@@ -154,11 +155,15 @@ def _is_torch_dtype(x: Any) -> bool:
     return cls.__name__ == "dtype" and cls.__module__.split(".")[0] == "torch"
 
 
-def _unknown(what: str, spelled: str) -> ValueError:
+class UnknownDTypeError(TilecraftError, ValueError):
+    """TC210: a name (or object) that is no data type; a ValueError for callers that probe."""
+
+
+def _unknown(what: str, spelled: str) -> UnknownDTypeError:
     known = sorted({dt.name for dt in all_dtypes()} | set(_ALIASES))
     near = difflib.get_close_matches(spelled.lower(), known, n=4, cutoff=0.6)
     hint = f"did you mean {', '.join(near)}?" if near else "see tilecraft.dtypes.all_dtypes()"
-    return ValueError(f"unknown data type {what}; {hint}")
+    return UnknownDTypeError("TC210", what=what, hint=hint)
 
 
 def resolve(x: Any) -> DataType:
@@ -198,7 +203,8 @@ def resolve(x: Any) -> DataType:
             if dt is None:
                 raise _unknown(f"numpy dtype {np_dtype.name!r} (no tilecraft equivalent)", "")
             return dt
-    raise ValueError(f"cannot resolve {x!r} of type {type(x).__name__} to a data type")
+    raise UnknownDTypeError("TC210", what=f"{x!r} (cannot resolve a {type(x).__name__})",
+                            hint='name a data type: "float16", T.float32, torch.int8, ...')
 
 
 def bits_of(x: Any) -> int:

@@ -6,12 +6,15 @@ atomic_*), loops (Parallel, Pipelined, serial, unroll, vectorized), scheduling (
 annotate_layout), math, and debugging (print, device_assert).
 
 Names are imported on first use (`T.gemm` loads `tilecraft.language.tileops`, and with it the
-IR), so importing the language costs nothing when a kernel comes from the jit cache.
+IR), so importing the language costs nothing when a kernel comes from the jit cache. Every
+function is handed out wrapped by `surface.strict`: it takes exactly the arguments it honours,
+and anything else is a located diagnostic (TC111-TC113) naming the closest valid keyword.
 """
 
 from __future__ import annotations
 
 import importlib
+import types
 
 #: submodule -> the names it gives the language
 _EXPORTS: dict[str, list[str]] = {
@@ -122,6 +125,10 @@ __all__ = [*_HOME, *_DTYPES, "GemmWarpPolicy", "layout"]  # noqa: PLE0604 (all s
 def __getattr__(name: str):
     if name in _HOME:
         value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+        if isinstance(value, types.FunctionType):
+            from .surface import strict
+
+            value = strict(value, f"T.{name}")
     elif name in _DTYPES:
         from .kernel import _handle
 

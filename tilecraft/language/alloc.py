@@ -4,20 +4,26 @@ from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
-from tilecraft.ir import Allocate, Buffer, BufferStore, Const, cast
+from tilecraft.ir import Allocate, Buffer, BufferStore, Const, Expr, cast
+
+from .surface import int_arg
 
 
 def _alloc(shape, dtype, scope: str, what: str) -> Buffer:
     b = in_kernel(what)
-    if isinstance(shape, list):
-        shape = tuple(shape)
+    if isinstance(shape, (int, float, Expr)):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TilecraftError("TC108", detail=f"{what} shape {shape!r} is not a tuple",
+                             hint=f"write {what}((M, N), dtype)")
+    shape = tuple(int_arg(d, f"dimension {i} of {what}") for i, d in enumerate(shape))
     name = b.unique_name(b.pending_name or scope)
     buf = Buffer.create(name, shape, dtype, scope)
     b.emit(Allocate(buf))
     return buf
 
 
-def alloc_shared(shape, dtype="float16", scope: str = "shared.dyn") -> Buffer:
+def alloc_shared(shape, dtype="float16") -> Buffer:
     """A tile in shared memory, visible to every thread of the block."""
     return _alloc(shape, dtype, "shared", "T.alloc_shared")
 
@@ -41,5 +47,6 @@ def alloc_var(dtype="int32", init=None) -> Buffer:
 
 
 def alloc_global(shape, dtype="float32") -> Buffer:
+    """Not supported: global scratch tensors are kernel parameters (TC103)."""
     raise TilecraftError("TC103", construct="T.alloc_global",
                          instead="pass scratch tensors as kernel parameters")

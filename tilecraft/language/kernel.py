@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 from tilecraft import dtypes as dt
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
 from tilecraft.frontend.frames import KernelFrame, TensorSpec
 from tilecraft.ir import Expr, PrimFunc, Var, cast, const_int
+
+from .surface import int_arg
 
 
 def prim_func(fn) -> PrimFunc:
@@ -25,47 +29,69 @@ def prim_func(fn) -> PrimFunc:
 def Tensor(shape, dtype="float32") -> TensorSpec:  # noqa: N802 (TileLang's name)
     """Annotation for a global tensor parameter: `A: T.Tensor((M, K), "float16")`.
 
-    Dimensions are ints or `T.dynamic("m")` variables (any runtime size, no re-compilation).
+    Dimensions are ints or `T.dynamic("m")` variables (any runtime size, no re-compilation);
+    under `@tilecraft.jit` on a kernel function, also names (`("M", "K")`) bound from the call.
     """
-    if isinstance(shape, (int, Expr)):
+    if isinstance(shape, (int, float, Expr)):
         shape = (shape,)
-    return TensorSpec(tuple(shape), dt.resolve(dtype))
+    if not isinstance(shape, (tuple, list)):
+        raise TilecraftError("TC108", detail=f"T.Tensor shape {shape!r} is not a tuple",
+                             hint="write T.Tensor((M, K), dtype)")
+    dims = tuple(d if isinstance(d, str) else int_arg(d, f"dimension {i} of T.Tensor")
+                 for i, d in enumerate(shape))
+    return TensorSpec(dims, dt.resolve(dtype))
 
 
 Buffer = Tensor
 
+#: CUDA's grid limits along x, y, z (exclusive)
+GRID_LIMITS = (2**31, 65536, 65536)
+#: CUDA's block limits along x, y, z (inclusive); at most 1024 threads in all
+BLOCK_LIMITS = (1024, 1024, 64)
 
-def Kernel(*grid, threads=128, **_ignored) -> KernelFrame:  # noqa: N802
+
+def Kernel(*grid, threads=128) -> KernelFrame:  # noqa: N802
     """`with T.Kernel(gx, gy, gz, threads=128) as (bx, by, bz):` launch a grid of 1-3 dims.
 
     `threads` is an int or a tuple of up to 3 ints; the names bind the block indices (a single
-    grid dimension binds one name: `as bx`).
+    grid dimension binds one name: `as bx`). Constant grid dimensions are checked against
+    CUDA's limits here (TC212); run-time ones when the kernel is launched.
     """
     if not 1 <= len(grid) <= 3:
-        raise TilecraftError("TC108", detail=f"T.Kernel takes 1 to 3 grid dimensions, got {len(grid)}",
+        raise TilecraftError("TC108", detail=f"T.Kernel takes 1 to 3 grid dimensions, got "
+                             f"{len(grid)}",
                              hint="flatten extra dimensions into one")
-    if isinstance(threads, int):
+    if isinstance(threads, (int, float, Expr)):
         threads = (threads,)
-    threads = tuple(threads)
-    if not 1 <= len(threads) <= 3 or any(const_int(t) is None or const_int(t) <= 0 for t in threads):
-        raise TilecraftError("TC108", detail=f"threads={threads!r}", hint="threads is a positive int "
-                             "or a tuple of up to 3 positive ints, known at compile time")
-    threads = tuple(const_int(t) for t in threads)
+    if not isinstance(threads, (tuple, list)) or not 1 <= len(threads) <= 3:
+        raise TilecraftError("TC108", detail=f"threads={threads!r}", hint="threads is a positive "
+                             "int or a tuple of up to 3 positive ints, known at compile time")
+    threads = tuple(int_arg(t, "threads", device=False) for t in threads)
+    for axis, (t, most) in enumerate(zip(threads, BLOCK_LIMITS)):
+        if not 1 <= t <= most:
+            raise TilecraftError("TC108", detail=f"threads={threads!r}", hint=f"CUDA blocks have 1 "
+                                 f"to {most} threads along {'xyz'[axis]}")
     n = 1
     for t in threads:
         n *= t
     if n > 1024:
         raise TilecraftError("TC108", detail=f"{n} threads per block", hint="at most 1024")
-    for g in grid:
-        if isinstance(g, (bool, float)) or not isinstance(g, (int, Expr)):
-            raise TilecraftError("TC108", detail=f"grid dimension {g!r} is not an integer",
-                                 hint="use T.ceildiv(N, block_N)")
-    return KernelFrame(tuple(grid), threads)
+    dims = []
+    for axis, g in enumerate(grid):
+        g = int_arg(g, f"T.Kernel grid dimension {'xyz'[axis]}")
+        c = const_int(g)
+        if c is not None and not 1 <= c < GRID_LIMITS[axis]:
+            raise TilecraftError("TC212", dim="xyz"[axis], value=c,
+                                 detail="a grid needs at least one block" if c < 1 else
+                                 f"CUDA allows fewer than {GRID_LIMITS[axis]} along {'xyz'[axis]}")
+        dims.append(c if c is not None else g)
+    return KernelFrame(tuple(dims), threads)
 
 
 def get_thread_binding(dim: int = 0) -> Var:
     """The thread index along `dim` (threadIdx.x/y/z) inside the current T.Kernel."""
     b = in_kernel("T.get_thread_binding")
+    dim = int_arg(dim, "dim of T.get_thread_binding", device=False)
     if not 0 <= dim < len(b.kernel.thread_vars):
         raise TilecraftError("TC108", detail=f"thread dimension {dim} of {len(b.kernel.threads)}",
                              hint="T.Kernel(threads=(x, y)) has dimensions 0 and 1")
@@ -75,12 +101,24 @@ def get_thread_binding(dim: int = 0) -> Var:
 def get_block_binding(dim: int = 0) -> Var:
     """The block index along `dim` inside the current T.Kernel."""
     b = in_kernel("T.get_block_binding")
+    dim = int_arg(dim, "dim of T.get_block_binding", device=False)
+    if not 0 <= dim < len(b.kernel.block_vars):
+        raise TilecraftError("TC108", detail=f"block dimension {dim} of a "
+                             f"{len(b.kernel.block_vars)}-D grid",
+                             hint="T.Kernel(gx, gy) has block dimensions 0 and 1")
     return b.kernel.block_vars[dim]
 
 
 def dynamic(name: str, dtype="int32") -> Var:
     """A dimension known only at run time: `M = T.dynamic("m")`; kernels take any size."""
-    return Var.create(name, dtype)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise TilecraftError("TC108", detail=f"T.dynamic name {name!r}",
+                             hint='name the dimension with an identifier: T.dynamic("m")')
+    var = Var.create(name, dtype)
+    if var.dtype.kind not in ("int", "uint"):
+        raise TilecraftError("TC211", what=f"the dtype of T.dynamic({name!r})",
+                             got=var.dtype.name, hint="dimensions are int32 or int64")
+    return var
 
 
 symbolic = dynamic
@@ -89,8 +127,18 @@ symbolic = dynamic
 class DTypeHandle(str):
     """`T.float16` and friends: usable as a dtype, and callable to make a typed value."""
 
-    def __call__(self, value=0):
-        return cast(str(self), value)
+    def __call__(self, *args, **kwargs) -> Expr:
+        return _value_maker(str(self))(*args, **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _value_maker(dtype: str):
+    from .surface import strict
+
+    def make(value=0) -> Expr:
+        return cast(dtype, value)
+
+    return strict(make, f"T.{dtype}")
 
 
 def _handle(name: str) -> DTypeHandle:

@@ -1,4 +1,8 @@
-"""Loop headers: Parallel (element-wise, mapped to threads), Pipelined, serial, unroll, vectorized."""
+"""Loop headers: Parallel (element-wise, mapped to threads), Pipelined, serial, unroll, vectorized.
+
+Bounds are ints or integer expressions (a float is TC211); signatures follow TileLang's
+(`T.Pipelined(start, stop=None, num_stages=0, ...)`, `T.serial(start, stop=None, step=None)`).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,11 @@ from tilecraft.frontend.frames import LoopFrame
 from tilecraft.ir import Expr, PipelineInfo, const_int
 from tilecraft.ir.simplify import simplify
 
+from .surface import int_arg
+
 
 def _extent(x, what: str):
-    if isinstance(x, bool) or not isinstance(x, (int, Expr)):
-        raise TilecraftError("TC108", detail=f"{what} extent {x!r} is not an integer",
-                             hint="loop extents are ints or integer expressions")
+    x = int_arg(x, f"the extent of {what}")
     c = const_int(x)
     if c is not None and c < 0:
         raise TilecraftError("TC108", detail=f"{what} extent {c} is negative", hint="")
@@ -19,29 +23,38 @@ def _extent(x, what: str):
 
 
 def Parallel(*extents) -> LoopFrame:  # noqa: N802
-    """`for i, j in T.Parallel(M, N):` an element-wise loop nest; the compiler maps it to threads."""
+    """`for i, j in T.Parallel(M, N):` an element-wise loop nest the compiler maps to threads."""
     if not extents:
         raise TilecraftError("TC108", detail="T.Parallel needs at least one extent", hint="")
     return LoopFrame("parallel", tuple(_extent(e, "T.Parallel") for e in extents))
 
 
-def Pipelined(n, num_stages: int = 0, order=None, stage=None, group=None, **_ignored) -> LoopFrame:  # noqa: N802
+def Pipelined(  # noqa: N802
+    start, stop=None, num_stages: int = 0, order=None, stage=None, sync=None, group=None
+) -> LoopFrame:
     """`for k in T.Pipelined(n, num_stages=3):` a loop whose copies overlap earlier iterations'
-    compute (multi-buffered shared memory). `order`/`stage`/`group` fix the schedule by hand."""
-    if const_int(num_stages) is None or const_int(num_stages) < 0:
-        raise TilecraftError("TC108", detail=f"num_stages={num_stages!r}", hint="a small int >= 0")
-    info = PipelineInfo(int(num_stages), tuple(order) if order else None,
-                        tuple(stage) if stage else None,
+    compute (multi-buffered shared memory); `T.Pipelined(start, stop, num_stages=...)` runs
+    k from start to stop - 1. `order`/`stage`/`group` fix the schedule by hand."""
+    stages = int_arg(num_stages, "num_stages of T.Pipelined", device=False)
+    if stages < 0:
+        raise TilecraftError("TC108", detail=f"num_stages={stages}", hint="a small int >= 0")
+    if sync not in (None, []):
+        raise TilecraftError("TC113", func="T.Pipelined", keyword="sync", value=repr(sync),
+                             hint="tilecraft places the pipeline's barriers itself; drop it")
+    info = PipelineInfo(stages, tuple(order) if order else None, tuple(stage) if stage else None,
                         tuple(tuple(g) for g in group) if group else None)
-    return LoopFrame("pipelined", (_extent(n, "T.Pipelined"),), 0, 1, info)
+    frame = _range("pipelined", start, stop, 1, "T.Pipelined")
+    return LoopFrame("pipelined", frame.extents, frame.start, 1, info)
 
 
-def _range(kind: str, start, stop, step) -> LoopFrame:
+def _range(kind: str, start, stop, step, what: str) -> LoopFrame:
     if stop is None:
         start, stop = 0, start
-    if const_int(step) is None or const_int(step) == 0:
-        raise TilecraftError("TC108", detail=f"loop step {step!r}", hint="a nonzero int constant")
-    step = const_int(step)
+    start = int_arg(start, f"the start of {what}")
+    stop = int_arg(stop, f"the stop of {what}")
+    step = int_arg(1 if step is None else step, f"the step of {what}", device=False)
+    if step == 0:
+        raise TilecraftError("TC108", detail=f"{what} with step 0", hint="a nonzero int constant")
     if step == 1:
         extent = simplify(stop - start) if isinstance(stop, Expr) or isinstance(start, Expr) \
             else max(0, stop - start)
@@ -51,19 +64,19 @@ def _range(kind: str, start, stop, step) -> LoopFrame:
         extent = ceildiv(stop - start, step) if step > 0 else ceildiv(start - stop, -step)
         if isinstance(extent, int):
             extent = max(0, extent)
-    return LoopFrame(kind, (_extent(extent, f"T.{kind}"),), start, step)
+    return LoopFrame(kind, (_extent(extent, what),), start, step)
 
 
-def serial(start, stop=None, step: int = 1) -> LoopFrame:
+def serial(start, stop=None, step=None) -> LoopFrame:
     """A sequential loop (also what plain `range(...)` means in a kernel)."""
-    return _range("serial", start, stop, step)
+    return _range("serial", start, stop, step, "T.serial")
 
 
-def unroll(start, stop=None, step: int = 1) -> LoopFrame:
+def unroll(start, stop=None, step=None) -> LoopFrame:
     """A sequential loop the compiler unrolls."""
-    return _range("unrolled", start, stop, step)
+    return _range("unrolled", start, stop, step, "T.unroll")
 
 
-def vectorized(start, stop=None, step: int = 1) -> LoopFrame:
+def vectorized(start, stop=None, step=None) -> LoopFrame:
     """A per-thread loop the compiler turns into vector instructions."""
-    return _range("vectorized", start, stop, step)
+    return _range("vectorized", start, stop, step, "T.vectorized")

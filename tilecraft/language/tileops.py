@@ -7,16 +7,23 @@ user's line.
 
 from __future__ import annotations
 
+import difflib
+
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
 from tilecraft.ir import (Atomic, Buffer, BufferLoad, BufferRegion, Copy, CumSum, Expr, Fill, Gemm,
                           GemmWarpPolicy, Reduce, as_expr, cast)
 from tilecraft.ir.buffer import _check_static_start
 from tilecraft.ir.expr import Const
+from tilecraft.ir.tileops import REDUCE_KINDS
+
+from .surface import flag, int_arg
 
 
 def _name(x) -> str:
-    return x.buffer.name if isinstance(x, (BufferRegion, BufferLoad)) else getattr(x, "name", str(x))
+    if isinstance(x, (BufferRegion, BufferLoad)):
+        return x.buffer.name
+    return getattr(x, "name", str(x))
 
 
 def to_region(x, like=None, what: str = "operand") -> BufferRegion:
@@ -57,7 +64,7 @@ def _regions(a, b, what: str) -> tuple[BufferRegion, BufferRegion]:
     return ra, to_region(b, ra, what)
 
 
-def copy(src, dst, **_ignored) -> None:
+def copy(src, dst) -> None:
     """Copy a tile between any two of global / shared / fragment / local (casting the dtype)."""
     b = in_kernel("T.copy")
     s, d = _regions(src, dst, "copy")
@@ -73,10 +80,13 @@ def _static(shape) -> bool:
 
 
 def gemm(A, B, C, transpose_A: bool = False, transpose_B: bool = False,  # noqa: N803
-         policy=GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1,
-         wg_wait: int = 0, **_ignored) -> None:
-    """C (+)= op(A) @ op(B) on tiles; `policy` says how warps split C (Square/FullRow/FullCol)."""
+         policy=GemmWarpPolicy.Square, clear_accum: bool = False) -> None:
+    """C (+)= op(A) @ op(B) on tiles; `policy` says how warps split C (Square/FullRow/FullCol).
+
+    `clear_accum=True` overwrites C instead of adding to it."""
     bld = in_kernel("T.gemm")
+    transpose_A, transpose_B = flag(transpose_A, "transpose_A"), flag(transpose_B, "transpose_B")
+    clear_accum = flag(clear_accum, "clear_accum")
     a, bb, c = (to_region(x, what="gemm") for x in (A, B, C))
     sa, sb, sc = a.squeezed_shape(), bb.squeezed_shape(), c.squeezed_shape()
     for nm, s, r in (("A", sa, a), ("B", sb, bb), ("C", sc, c)):
@@ -95,28 +105,25 @@ def gemm(A, B, C, transpose_A: bool = False, transpose_B: bool = False,  # noqa:
         raise TilecraftError("TC203", detail=f"A is {a.dtype} but B is {bb.dtype}")
     if not (c.dtype.is_float or c.dtype.kind == "int"):
         raise TilecraftError("TC203", detail=f"C is {c.dtype}")
-    for nm, r, ok in (("A", a, ("shared", "fragment", "local")), ("B", bb, ("shared", "fragment", "local")),
-                      ("C", c, ("fragment", "local"))):
+    operand = ("shared", "fragment", "local")
+    for nm, r, ok in (("A", a, operand), ("B", bb, operand), ("C", c, ("fragment", "local"))):
         if r.buffer.scope not in ok:
             raise TilecraftError("TC207", buffer=r.buffer.name, scope=r.buffer.scope,
                                  detail=f"gemm operand {nm} must be in {' or '.join(ok)} memory",
-                                 hint="T.copy it into a T.alloc_shared / T.alloc_fragment tile first")
+                                 hint="T.copy it into a T.alloc_shared / T.alloc_fragment tile "
+                                 "first")
     policy = getattr(policy, "name", policy)
     if policy not in GemmWarpPolicy.ALL:
         raise TilecraftError("TC206", op="gemm", detail=f"unknown policy {policy!r}",
                              hint="T.GemmWarpPolicy.Square, FullRow or FullCol")
-    bld.emit(Gemm(a, bb, c, bool(transpose_A), bool(transpose_B), policy, bool(clear_accum),
-                  int(k_pack)))
+    bld.emit(Gemm(a, bb, c, transpose_A, transpose_B, policy, clear_accum))
 
 
 def _reduce(kind: str, src, dst, dim: int = -1, clear: bool = True) -> None:
     bld = in_kernel(f"T.reduce_{kind}")
     s, d = to_region(src, what=f"reduce_{kind}"), to_region(dst, what=f"reduce_{kind}")
-    rank = len(s.extents)
-    if not -rank <= dim < rank:
-        raise TilecraftError("TC206", op=f"reduce_{kind}", detail=f"dim={dim} for a {rank}-D tile",
-                             hint=f"dim is in [0, {rank})")
-    dim %= rank
+    clear = flag(clear, "clear")
+    dim = _dim(dim, len(s.extents), f"reduce_{kind}", s)
     expect = tuple(x for i, x in enumerate(s.extents) if i != dim)
     got = tuple(d.extents)
     if got != expect and d.squeezed_shape() != tuple(x for x in expect if x != 1):
@@ -124,36 +131,52 @@ def _reduce(kind: str, src, dst, dim: int = -1, clear: bool = True) -> None:
                              detail=f"reducing `{s.buffer.name}` {list(s.extents)} over dim {dim} "
                              f"gives {list(expect)}, but `{d.buffer.name}` is {list(got)}",
                              hint="the destination has the source's shape without `dim`")
-    bld.emit(Reduce(kind, s, d, dim, bool(clear)))
+    bld.emit(Reduce(kind, s, d, dim, clear))
 
 
-def reduce_sum(src, dst, dim: int = -1, clear: bool = True) -> None:
-    """dst = sum of src over `dim` (added to dst's old value when clear=False)."""
-    _reduce("sum", src, dst, dim, clear)
+def _dim(dim, rank: int, op: str, region: BufferRegion) -> int:
+    """`dim` of a `rank`-D tile as an index in [0, rank) (negative dims count from the end)."""
+    dim = int_arg(dim, f"dim of T.{op}", device=False)
+    if not -rank <= dim < rank:
+        raise TilecraftError("TC206", op=op, detail=f"dim={dim} for the {rank}-D tile "
+                             f"`{region.buffer.name}` {list(region.extents)}",
+                             hint=f"dim is in [{-rank}, {rank})")
+    return dim % rank
 
 
-def reduce_max(src, dst, dim: int = -1, clear: bool = True) -> None:
-    """dst = max of src over `dim` (combined with dst's old value when clear=False)."""
-    _reduce("max", src, dst, dim, clear)
+def reduce_sum(buffer, out, dim: int = -1, clear: bool = True) -> None:
+    """out = sum of buffer over `dim` (added to out's old value when clear=False)."""
+    _reduce("sum", buffer, out, dim, clear)
 
 
-def reduce_min(src, dst, dim: int = -1, clear: bool = True) -> None:
-    """dst = min of src over `dim`."""
-    _reduce("min", src, dst, dim, clear)
+def reduce_max(buffer, out, dim: int = -1, clear: bool = True) -> None:
+    """out = max of buffer over `dim` (combined with out's old value when clear=False)."""
+    _reduce("max", buffer, out, dim, clear)
 
 
-def reduce_abssum(src, dst, dim: int = -1, clear: bool = True) -> None:
-    """dst = sum of |src| over `dim`."""
-    _reduce("abssum", src, dst, dim, clear)
+def reduce_min(buffer, out, dim: int = -1, clear: bool = True) -> None:
+    """out = min of buffer over `dim`."""
+    _reduce("min", buffer, out, dim, clear)
 
 
-def reduce_absmax(src, dst, dim: int = -1, clear: bool = True) -> None:
-    """dst = max of |src| over `dim`."""
-    _reduce("absmax", src, dst, dim, clear)
+def reduce_abssum(buffer, out, dim: int = -1, clear: bool = True) -> None:
+    """out = sum of |buffer| over `dim`."""
+    _reduce("abssum", buffer, out, dim, clear)
 
 
-def reduce(src, dst, reduce_type: str = "sum", dim: int = -1, clear: bool = True) -> None:
-    _reduce(reduce_type, src, dst, dim, clear)
+def reduce_absmax(buffer, out, dim: int = -1, clear: bool = True) -> None:
+    """out = max of |buffer| over `dim`."""
+    _reduce("absmax", buffer, out, dim, clear)
+
+
+def reduce(buffer, out, reduce_type: str = "sum", dim: int = -1, clear: bool = True) -> None:
+    """out = the `reduce_type` (sum, max, min, abssum or absmax) of buffer over `dim`."""
+    if reduce_type not in REDUCE_KINDS:
+        close = difflib.get_close_matches(str(reduce_type), REDUCE_KINDS, n=1)
+        raise TilecraftError("TC206", op="reduce", detail=f"unknown reduce_type {reduce_type!r}",
+                             hint=(f"did you mean {close[0]!r}? " if close else "")
+                             + "reduce_type is one of " + ", ".join(map(repr, REDUCE_KINDS)))
+    _reduce(reduce_type, buffer, out, dim, clear)
 
 
 def cumsum(src, dst=None, dim: int = 0, reverse: bool = False) -> None:
@@ -164,8 +187,8 @@ def cumsum(src, dst=None, dim: int = 0, reverse: bool = False) -> None:
     if d.squeezed_shape() != s.squeezed_shape():
         raise TilecraftError("TC204", src=s.buffer.name, src_shape=list(s.extents),
                              dst=d.buffer.name, dst_shape=list(d.extents))
-    rank = len(s.extents)
-    bld.emit(CumSum(s, d, dim % rank, bool(reverse)))
+    dim = _dim(dim, len(s.extents), "cumsum", s)
+    bld.emit(CumSum(s, d, dim, flag(reverse, "reverse")))
 
 
 def fill(buffer, value) -> None:
@@ -199,16 +222,16 @@ def _atomic(kind: str, dst, value) -> None:
     bld.emit(Atomic(kind, d, cast(d.dtype, v) if not isinstance(v, Const) else cast(d.dtype, v)))
 
 
-def atomic_add(dst, value, **_ignored) -> None:
+def atomic_add(dst, value) -> None:
     """dst += value atomically (dst an element or a tile; value a scalar or a tile)."""
     _atomic("add", dst, value)
 
 
-def atomic_max(dst, value, **_ignored) -> None:
+def atomic_max(dst, value) -> None:
     """dst = max(dst, value) atomically."""
     _atomic("max", dst, value)
 
 
-def atomic_min(dst, value, **_ignored) -> None:
+def atomic_min(dst, value) -> None:
     """dst = min(dst, value) atomically."""
     _atomic("min", dst, value)
