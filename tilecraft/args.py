@@ -1,12 +1,20 @@
-"""Call-time argument checking and conversion for the CPU interpreter, on the IR's parameters.
+"""A kernel's parameters as the runtime's argument checker sees them, for both backends.
 
-Checks count, rank, shape (binding `T.dynamic` dims) and dtype before anything runs, with errors
-that name the parameter. Launches on the GPU are checked by the runtime's `ArgChecker` instead
-(tilecraft/runtime/args.py), once, on the parameter list the code generator hands over.
+There is one argument checker, the runtime's `ArgChecker` (tilecraft/runtime/args.py). The CUDA
+backend hands it the parameter list the code generator makes (`runtime_params(func,
+vector_bytes)`, plus the dim-bound scalars and tensor maps it adds); the CPU interpreter hands it
+`runtime_params(func)`, the same list without the alignment that only vector accesses on the GPU
+need. So a call the GPU path refuses is refused by the interpreter too, with the same error
+(count TC301, shape TC302, dtype and scalar values TC303, dynamic dims TC305, contiguity TC306),
+at the same line:
+
+    bind_arguments(func, [a, b, 3])     # -> {m: 1024}, the values of the dynamic dims
+    arg_checker(func, outputs=["C"])    # the checker the jit's interpreter path calls
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,6 +22,52 @@ import numpy as np
 from tilecraft import dtypes as dt
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Buffer, PrimFunc, Var
+from tilecraft.runtime.args import ArgChecker
+from tilecraft.runtime.params import SCALAR_KINDS, Param, ScalarParam, TensorParam
+
+
+def runtime_params(
+    func: PrimFunc, vector_bytes: Mapping[Buffer, int] | None = None
+) -> list[Param]:
+    """`func`'s parameters as runtime `TensorParam`/`ScalarParam`s, in order. `vector_bytes`
+    (from the code generator): per global buffer, its widest vector access, which its data
+    pointer must be aligned to. A scalar of a dtype no kernel argument has is TC311."""
+    out: list[Param] = []
+    for p in func.params:
+        if isinstance(p, Buffer):
+            shape = tuple(d if isinstance(d, int) else getattr(d, "name", str(d))
+                          for d in p.shape)
+            align = (vector_bytes or {}).get(p, 0)
+            out.append(TensorParam(p.name, p.dtype.name, shape, align=align if align > 1 else 0))
+        elif p.dtype.name in SCALAR_KINDS:
+            out.append(ScalarParam(p.name, p.dtype.name))
+        else:
+            raise TilecraftError("TC311", span=p.span, param=p.name, dtype=p.dtype.name,
+                                 kinds=", ".join(SCALAR_KINDS))
+    return out
+
+
+def arg_checker(func: PrimFunc, outputs: Sequence[str] = ()) -> ArgChecker:
+    """The checker of `func`'s calls on the interpreter (`outputs`: the out_idx parameters it
+    allocates); errors point at the parameters' lines, as on the GPU path."""
+    return ArgChecker(
+        runtime_params(func),
+        kernel=func.name,
+        outputs=outputs,
+        spans={p.name: p.span for p in func.params if p.span is not None},
+        span=func.span,
+    )
+
+
+def bind_arguments(func: PrimFunc, args: list[Any]) -> dict[Var, int]:
+    """Check `args` against `func`'s parameters; return the values of the dynamic dims."""
+    dims = arg_checker(func).bind(args, require_cuda=False).dims
+    found: dict[Var, int] = {}
+    for p in func.params:
+        for d in p.shape if isinstance(p, Buffer) else ():
+            if isinstance(d, Var) and d.name in dims:
+                found[d] = dims[d.name]
+    return found
 
 
 def is_torch(x) -> bool:
@@ -25,52 +79,6 @@ def arg_dtype(x) -> dt.DataType | None:
         return dt.resolve(x.dtype)
     except (ValueError, TypeError, AttributeError):
         return None
-
-
-def bind_arguments(func: PrimFunc, args: list[Any]) -> dict[Var, int]:
-    """Check `args` against `func`'s parameters; return the values of the dynamic dims."""
-    if len(args) != len(func.params):
-        raise TilecraftError("TC301", span=func.span, kernel=func.name, expected=len(func.params),
-                             got=len(args), out_hint="")
-    dims: dict[Var, tuple[int, str]] = {}
-    for p, a in zip(func.params, args):
-        if isinstance(p, Var):
-            if is_torch(a) or isinstance(a, np.ndarray):
-                raise TilecraftError("TC302", span=p.span, param=p.name, got="a tensor",
-                                     expected=f"a {p.dtype} scalar", hint="pass a Python number")
-            continue
-        if not (is_torch(a) or isinstance(a, np.ndarray)):
-            raise TilecraftError("TC302", span=p.span, param=p.name, got=type(a).__name__,
-                                 expected=f"a tensor of shape {_shape_str(p)}",
-                                 hint="pass a torch tensor (or a numpy array on the interpreter)")
-        shape = tuple(a.shape)
-        if len(shape) != p.ndim:
-            raise TilecraftError("TC302", span=p.span, param=p.name, got=list(shape),
-                                 expected=_shape_str(p), hint=f"a {p.ndim}-D tensor")
-        for d, (want, got) in enumerate(zip(p.shape, shape)):
-            if isinstance(want, int):
-                if want != got:
-                    raise TilecraftError("TC302", span=p.span, param=p.name, got=list(shape),
-                                         expected=_shape_str(p), hint=f"dimension {d} must be {want}")
-            elif isinstance(want, Var):
-                if want in dims and dims[want][0] != got:
-                    raise TilecraftError("TC305", span=p.span, dim=want.name, first=dims[want][0],
-                                         second=got, param=p.name)
-                dims.setdefault(want, (got, p.name))
-        t = arg_dtype(a)
-        if t != p.dtype:
-            raise TilecraftError("TC303", span=p.span, param=p.name, got=str(t) if t else a.dtype,
-                                 expected=str(p.dtype), torch_dtype=_torch_name(p.dtype))
-    return {v: n for v, (n, _) in dims.items()}
-
-
-def _shape_str(p: Buffer) -> str:
-    return "[" + ", ".join(str(d) for d in p.shape) + "]"
-
-
-def _torch_name(t: dt.DataType) -> str:
-    tt = t.torch_dtype
-    return str(tt) if tt is not None else str(t)
 
 
 def to_numpy_view(x) -> np.ndarray:

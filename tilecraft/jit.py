@@ -170,16 +170,6 @@ class JITKernel:
         from tilecraft import interp
 
         func = self.func
-        n_in = len(func.params) - len(self.out_idx)
-        if self.out_idx and len(inputs) != n_in:
-            raise TilecraftError(
-                "TC301",
-                span=func.span,
-                kernel=func.name,
-                expected=n_in,
-                got=len(inputs),
-                out_hint=f"; outputs {self._out_names()} are allocated and returned",
-            )
         full = self._with_outputs(inputs) if self.out_idx else inputs
         interp.run(func, full)  # checks the arguments first
         if not self.out_idx:
@@ -191,39 +181,14 @@ class JITKernel:
         return [self.func.params[i].name for i in self.out_idx]
 
     def _with_outputs(self, inputs: list[Any]) -> list[Any]:
-        import torch
+        """`inputs` checked by the GPU path's argument checker (tilecraft/args.py), with the
+        out_idx tensors it allocates put in their places."""
+        from tilecraft.args import arg_checker
 
-        from tilecraft.args import is_torch
-        from tilecraft.ir import Buffer, Var
-
-        in_params = [p for i, p in enumerate(self.func.params) if i not in self.out_idx]
-        dims = {}
-        for p, a in zip(in_params, inputs):
-            if isinstance(p, Buffer) and hasattr(a, "shape") and len(a.shape) == p.ndim:
-                for want, got in zip(p.shape, a.shape):
-                    if isinstance(want, Var):
-                        dims.setdefault(want, int(got))
-        device = next((a.device for a in inputs if is_torch(a)), torch.device("cpu"))
-        full, it = [], iter(inputs)
-        for i, p in enumerate(self.func.params):
-            if i not in self.out_idx:
-                full.append(next(it))
-                continue
-            shape = []
-            for d in p.shape:
-                if isinstance(d, int):
-                    shape.append(d)
-                elif isinstance(d, Var) and d in dims:
-                    shape.append(dims[d])
-                else:
-                    raise TilecraftError(
-                        "TC108",
-                        span=p.span,
-                        detail=f"cannot size output "
-                        f"`{p.name}`: dimension `{d}` is not set by any input",
-                        hint="give the output a static shape or pass it in",
-                    )
-            full.append(torch.empty(shape, dtype=p.dtype.torch_dtype, device=device))
+        bound = arg_checker(self.func, self._out_names()).bind(inputs, require_cuda=False)
+        full = list(inputs)
+        for i, out in zip(self.out_idx, bound.outputs):  # ascending: each lands at its index
+            full.insert(i, out)
         return full
 
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,12 +183,11 @@ def load(key: str) -> CachedKernel | None:
 
 
 def _damaged(path: Path, reason: str) -> None:
-    from tilecraft.runtime.errors import CacheCorruptionWarning
+    from tilecraft.runtime.errors import CacheCorruptionWarning, warn_at_caller
 
-    warnings.warn(
+    warn_at_caller(  # at the user's factory call
         f"tilecraft: the jit cache entry {path} is damaged ({reason}); building the kernel again",
         CacheCorruptionWarning,
-        stacklevel=5,  # the factory call
     )
 
 

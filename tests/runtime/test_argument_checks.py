@@ -2,6 +2,7 @@
 grid and block limits (ctypes would truncate a grid of 2^32 + 1 blocks to 1), pointer alignment
 for the kernel's vector accesses, and one argument checker for the GPU and the interpreter."""
 
+import numpy as np
 import pytest
 import torch
 from test_launch_path_fake_driver import CUBIN, fake, on_cuda  # noqa: F401 - fake is a fixture
@@ -122,3 +123,178 @@ def test_a_jit_kernel_whose_dynamic_grid_passes_the_limit_is_refused_at_its_defi
     assert err.code == "TC309" and "65536 blocks along grid y" in err.message
     assert "m=2097121" in err.hint and err.line == doubled.span.line
     assert len(fake.launches) == 1
+
+
+# ---- pointer alignment for vector accesses ------------------------------------------------------
+HALF_PARAMS = (TensorParam("x", "float16", ("n",), align=16), ScalarParam("n", "int32", dim="n"))
+
+
+def test_a_view_at_a_2_byte_offset_is_refused_for_16_byte_vector_accesses(fake):
+    k = kernel((1,), params=HALF_PARAMS)
+    view = on_cuda(torch.empty(1025, dtype=torch.float16)[1:])
+    assert view.is_contiguous() and view.data_ptr() % 16 == 2
+    err = launch_error(k, view)
+    assert err.code == "TC308" and "`x` is not 16-byte aligned" in err.message
+    assert "address is 2 mod 16" in err.message and "`x.clone()`" in err.hint
+    assert fake.launches == []
+    k(on_cuda(view.clone()), stream=0)  # the fix the hint gives
+    assert len(fake.launches) == 1
+
+
+def test_a_parameter_without_vector_accesses_takes_any_address(fake):
+    params = (TensorParam("x", "float16", ("n",)), ScalarParam("n", "int32", dim="n"))
+    kernel((1,), params=params)(on_cuda(torch.empty(1025, dtype=torch.float16)[1:]), stream=0)
+    assert len(fake.launches) == 1
+
+
+def vector_kernels():
+    import tilecraft.language as T
+
+    @T.prim_func
+    def staged(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 64), "float16")
+            T.copy(A, A_s)  # 16-byte vectors global -> shared
+            for i, j in T.Parallel(64, 64):
+                B[i, j] = A_s[i, j]  # element by element
+
+    @T.prim_func
+    def pairs(A: T.Tensor((128, 2), "float32"), B: T.Tensor((128, 2), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_f = T.alloc_fragment((128, 2), "float32")
+            T.copy(A, A_f)  # a row of two floats per thread: 8-byte vectors
+            T.copy(A_f, B)
+
+    return staged, pairs
+
+
+def test_the_code_generator_records_each_tensors_widest_vector_access():
+    from tilecraft.codegen.cuda.build import generate_cuda
+
+    staged, pairs = vector_kernels()
+    aligns, sources = {}, {}
+    for f in (staged, pairs):
+        gen = generate_cuda(f, "sm_90a")
+        aligns[f.name] = {p.name: p.align for p in gen.params if isinstance(p, TensorParam)}
+        sources[f.name] = gen.source
+    assert aligns == {"staged": {"A": 16, "B": 0}, "pairs": {"A": 8, "B": 8}}
+    assert "tc::load_128(&A_" in sources["staged"]
+    assert "tc::load_vec<float, 2>(&A_" in sources["pairs"]
+    assert "tc::store_vec(&B_" in sources["pairs"]
+
+
+def test_a_misaligned_tensor_is_refused_at_its_parameter_line(fake, monkeypatch):
+    import tilecraft
+    from tilecraft.runtime import kernel as kernel_mod
+
+    monkeypatch.setattr(kernel_mod, "_current_stream", lambda device: 0)
+    staged, _ = vector_kernels()
+    k = tilecraft.compile(staged, target="cuda", arch="sm_90a")
+    a = torch.empty(64 * 64 + 1, dtype=torch.float16)[1:].view(64, 64)
+    with pytest.raises(LaunchArgumentError) as info:
+        k(on_cuda(a), on_cuda(torch.empty(64, 64, dtype=torch.float16)))
+    err = info.value
+    assert err.code == "TC308" and "`A` is not 16-byte aligned" in err.message
+    assert err.line == staged.params[0].span.line and fake.launches == []
+    b = torch.empty(64 * 64 + 1, dtype=torch.float16)[1:].view(64, 64)  # B: scalar stores only
+    k(on_cuda(a.clone()), on_cuda(b))
+    assert len(fake.launches) == 1
+
+
+# ---- one checker for the GPU path and the interpreter -------------------------------------------
+def scalar_kernel():
+    import tilecraft.language as T
+
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def axpby(
+        A: T.Tensor((m,), "float32"),
+        B: T.Tensor((m,), "float32"),
+        alpha: T.float32,
+        k: T.int32,
+        Out: T.Tensor((m,), "float32"),
+    ):
+        with T.Kernel(T.ceildiv(m, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                Out[bx * 128 + i] = alpha * A[bx * 128 + i] + B[bx * 128 + i] * k
+
+    return axpby
+
+
+def good(**over):
+    base = {"A": torch.ones(256), "B": torch.ones(256), "alpha": 0.5, "k": 3}
+    base.update(over)
+    return [base["A"], base["B"], base["alpha"], base["k"]]
+
+
+BAD_CALLS = {
+    "k-float": good(k=3.7),
+    "k-bool": good(k=True),
+    "k-none": good(k=None),
+    "k-too-big": good(k=2**31),
+    "k-too-small": good(k=-(2**31) - 1),
+    "k-array": good(k=np.ones(3, dtype=np.int32)),
+    "alpha-none": good(alpha=None),
+    "alpha-bool": good(alpha=False),
+    "alpha-str": good(alpha="0.5"),
+    "alpha-huge-int": good(alpha=10**400),
+    "A-dtype": good(A=torch.ones(256, dtype=torch.float16)),
+    "A-rank": good(A=torch.ones(256, 1)),
+    "B-length": good(B=torch.ones(257)),
+    "B-strided": good(B=torch.ones(512)[::2]),
+    "A-list": good(A=[1.0] * 256),
+    "count": good()[:3],
+}
+
+
+def both_errors(args, monkeypatch, targets=("interp", "cuda")):
+    """The error of one call on the interpreter (CPU tensors) and on the GPU path (the same
+    tensors as CUDA tensors, a fake driver); either is None when the call passed."""
+    import tilecraft
+    from tilecraft.diagnostics import TilecraftError
+    from tilecraft.runtime import kernel as kernel_mod
+
+    monkeypatch.setattr(kernel_mod, "_current_stream", lambda device: 0)
+    func = scalar_kernel()
+    out = []
+    for target, wrap in (("interp", lambda a: a), ("cuda", on_cuda)):
+        if target not in targets:
+            continue
+        k = tilecraft.compile(func, out_idx=[-1], target=target, arch="sm_90a")
+        try:
+            k(*[wrap(a) if isinstance(a, torch.Tensor) else a for a in args])
+            out.append(None)
+        except TilecraftError as err:
+            out.append(err)
+    return out
+
+
+@pytest.mark.parametrize("name", list(BAD_CALLS))
+def test_the_interpreter_and_the_gpu_path_refuse_a_bad_call_alike(fake, monkeypatch, name):
+    interp_err, gpu_err = both_errors(BAD_CALLS[name], monkeypatch)
+    assert interp_err is not None and gpu_err is not None
+    assert (interp_err.code, interp_err.message, interp_err.hint, interp_err.span) == (
+        gpu_err.code, gpu_err.message, gpu_err.hint, gpu_err.span)
+    assert str(interp_err) == str(gpu_err)
+    assert fake.launches == []
+
+
+def test_scalar_errors_name_the_parameter_and_point_at_its_line(fake, monkeypatch):
+    func = scalar_kernel()
+    interp_err, _ = both_errors(good(k=3.7), monkeypatch)
+    assert interp_err.code == "TC303"
+    assert interp_err.message == "argument `k` has dtype float, expected int32"
+    assert interp_err.line == func.params[3].span.line
+    interp_err, _ = both_errors(good(k=2**31), monkeypatch)
+    assert "2147483648 (out of range)" in interp_err.message
+    assert both_errors(good(), monkeypatch, targets=("interp",)) == [None]
+
+
+def test_good_scalars_of_every_accepted_form_run_on_the_interpreter():
+    import tilecraft
+
+    k = tilecraft.compile(scalar_kernel(), out_idx=[-1], target="interp")
+    a, b = torch.randn(256), torch.randn(256)
+    for alpha, kk in ((0.5, 3), (np.float32(0.5), np.int64(3)), (1, torch.tensor(3))):
+        torch.testing.assert_close(k(a, b, alpha, kk), float(alpha) * a + b * 3)

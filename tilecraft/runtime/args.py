@@ -2,11 +2,15 @@
 
 `ArgChecker(params)` plans the checks once per kernel (per tensor: its torch dtype, rank, static
 sizes, the dynamic dims it binds, its stride rule; per scalar: its range), and `bind(args)` runs
-them on every call; it is the only checker on the launch path. Checks run in this order, so the
+them on every call; it is the only argument checker, on the launch path and, with
+`require_cuda=False`, on the CPU interpreter (tilecraft/args.py makes its parameter list from the
+IR), so both backends refuse the same calls with the same errors. Checks run in this order, so the
 error a user sees names the first real problem: argument count, then per tensor its type and
-dtype, rank and shape (binding dynamic dims), strides, then scalars, and last the device (all
+dtype, rank and shape (binding dynamic dims), strides, the alignment its vector accesses need
+(TC308), then scalars (arg_values.py says what each kind takes), and last the device (all
 tensors on one CUDA device). Everything but the device check works on CPU tensors, so mistakes are
-reported the same way on a machine without a GPU.
+reported the same way on a machine without a GPU. With `require_cuda=False` numpy arrays are
+taken too (the interpreter runs on them).
 
 The jit layer also hands the checker the tensors it allocates (`outputs`: `out_idx`, sized from the
 bound dims) and the user's source spans (`spans` per parameter, `span` for the kernel), so errors
@@ -22,15 +26,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..diagnostics import Span
+from .arg_values import BadScalar, HostArray, is_host_array, scalar_value
 from .errors import LaunchArgumentError
-from .params import Param, ScalarParam, TensorMapParam, TensorParam, torch_dtype
-
-_INT_RANGES = {
-    "int32": (-(2**31), 2**31 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-    "uint32": (0, 2**32 - 1),
-    "uint64": (0, 2**64 - 1),
-}
+from .params import Param, ScalarParam, TensorMapParam, TensorParam, storage_dtype
 
 
 class BoundArgs(NamedTuple):
@@ -51,13 +49,15 @@ def _fmt_shape(shape: Sequence[object]) -> str:
 class _TensorCheck:
     """The planned checks of one caller-passed tensor parameter."""
 
-    __slots__ = ("arg", "binds", "dtype", "fixed", "param", "rank", "shape", "slot", "strides")
+    __slots__ = ("align", "arg", "binds", "dtype", "fixed", "param", "rank", "shape", "slot",
+                 "strides")
 
     def __init__(self, param: TensorParam, arg: int, slot: int):
         self.arg = arg  # position among the caller's arguments
         self.slot = slot  # position in the kernel's parameter list
         self.param = param
-        self.dtype = torch_dtype(param.dtype)
+        self.dtype = storage_dtype(param.dtype)  # a torch dtype (a name where torch has none)
+        self.align = param.align if param.align > 1 else 0
         static = all(isinstance(d, int) for d in param.shape)
         self.shape = tuple(param.shape) if static else None  # compared in one go when static
         self.rank = len(param.shape)
@@ -141,12 +141,10 @@ class ArgChecker:
             for s, p in slots
             if isinstance(p, TensorParam) and p.name not in out
         )
-        self._outputs = tuple((s, p, torch_dtype(p.dtype)) for s, p in slots if p.name in out)
+        self._outputs = tuple((s, p, self._output_dtype(p)) for s, p in slots if p.name in out)
         self.outputs = tuple(p.name for _, p, _ in self._outputs)
         self._scalars = tuple(
-            (s, p, position.get(p.name), _INT_RANGES.get(p.kind))
-            for s, p in slots
-            if isinstance(p, ScalarParam)
+            (s, p, position.get(p.name)) for s, p in slots if isinstance(p, ScalarParam)
         )
         self._maps = tuple(_map_plan(s, p, self.params) for s, p in slots
                            if isinstance(p, TensorMapParam))
@@ -157,6 +155,14 @@ class ArgChecker:
         self._out_hint = (
             f"; outputs {list(self.outputs)} are allocated and returned" if self.outputs else ""
         )
+
+    def _output_dtype(self, p: TensorParam) -> Any:
+        dtype = storage_dtype(p.dtype)
+        if isinstance(dtype, str):
+            raise self.error("TC108", p.name, detail=f"cannot allocate output `{p.name}` of dtype "
+                             f"{dtype}: torch has no such dtype",
+                             hint="pass the output in instead of naming it in out_idx")
+        return dtype
 
     # ---- the per-call path ---------------------------------------------------------------
     def bind(self, args: Sequence[object], *, require_cuda: bool = True) -> BoundArgs:
@@ -171,25 +177,29 @@ class ArgChecker:
         for t in self._tensors:
             x = args[t.arg]
             if not isinstance(x, tensor_type):
-                raise self.error(
-                    "TC303",
-                    t.param.name,
-                    got=f"{type(x).__name__} (not a tensor)",
-                    expected=t.param.dtype,
-                    torch_dtype=f"torch.{t.param.dtype}",
-                )
+                if require_cuda or not is_host_array(x):
+                    raise self.error(
+                        "TC303",
+                        t.param.name,
+                        got=f"{type(x).__name__} (not a tensor)",
+                        expected=t.param.dtype,
+                        torch_dtype=f"torch.{t.param.dtype}",
+                    )
+                x = HostArray(x)
             t.check(x, dims, self)
-            values[t.slot] = x.data_ptr()
+            values[t.slot] = ptr = x.data_ptr()
+            if t.align and ptr % t.align:
+                raise self.error("TC308", t.param.name, align=t.align, rem=ptr % t.align)
             d = x.get_device() if x.is_cuda else -1
             if device is None:
                 device = d
             elif d != device:
                 mixed = True
-        for slot, p, arg, int_range in self._scalars:
+        for slot, p, arg in self._scalars:
             if arg is not None:
-                values[slot] = self._scalar(p, args[arg], int_range)
+                values[slot] = self._scalar(p, args[arg])
             elif p.dim in dims:
-                values[slot] = self._scalar(p, dims[p.dim], int_range)
+                values[slot] = self._scalar(p, dims[p.dim])
             else:
                 raise ValueError(
                     f"scalar `{p.name}` is bound to dim `{p.dim}`, which no tensor has"
@@ -213,31 +223,12 @@ class ArgChecker:
             except TensorMapError as exc:
                 raise self.error("TC307", tensor.name, detail=str(exc)) from None
 
-    def _scalar(self, p: ScalarParam, x: object, int_range: tuple[int, int] | None) -> int | float:
-        if int_range is None:  # a float kind
-            if type(x) is float:
-                return x
-            if isinstance(x, bool) or not isinstance(x, (int, float)):
-                raise self.error(
-                    "TC303", p.name, got=type(x).__name__, expected=p.kind, torch_dtype="float(...)"
-                )
-            return float(x)
-        if type(x) is not int:
-            if isinstance(x, bool) or not hasattr(x, "__index__"):
-                raise self.error(
-                    "TC303", p.name, got=type(x).__name__, expected=p.kind, torch_dtype="int(...)"
-                )
-            x = int(x)  # type: ignore[call-overload]
-        lo, hi = int_range
-        if not lo <= x <= hi:
-            raise self.error(
-                "TC303",
-                p.name,
-                got=f"{x} (out of range)",
-                expected=p.kind,
-                torch_dtype="a smaller value",
-            )
-        return x  # type: ignore[return-value]
+    def _scalar(self, p: ScalarParam, x: object) -> int | float:
+        try:
+            return scalar_value(p.kind, x)
+        except BadScalar as bad:
+            raise self.error("TC303", p.name, got=bad.got, expected=p.kind,
+                             torch_dtype=bad.fix) from None
 
     def _allocate(
         self, values: list[Any], dims: dict[str, int], device: int | None, args: Sequence[object]
@@ -272,9 +263,11 @@ class ArgChecker:
 
                 where = self._devices[device] = torch.device("cuda", device)
             return where
-        if self._tensors:
-            return args[self._tensors[0].arg].device  # type: ignore[attr-defined]
         import torch
+
+        if self._tensors:
+            first = args[self._tensors[0].arg]
+            return torch.device("cpu") if is_host_array(first) else first.device  # type: ignore
 
         return torch.device("cuda", torch.cuda.current_device())
 

@@ -21,12 +21,11 @@ import json
 import os
 import tempfile
 import threading
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CacheCorruptionWarning
+from .errors import CacheCorruptionWarning, warn_at_caller
 from .paths import TILECRAFT_INCLUDE_DIR
 from .resources import Resources
 
@@ -105,6 +104,7 @@ class KernelCache:
         self.directory = Path(directory)
         self._memory: dict[str, CacheEntry] = {}
         self._lock = threading.Lock()
+        self._warned: set[str] = set()  # damaged entries already reported
 
     def _paths(self, key: str) -> tuple[Path, Path]:
         base = self.directory / "cubin" / key[:2] / key
@@ -125,12 +125,12 @@ class KernelCache:
         try:
             entry = _verified_entry(text, cubin_path)
         except _Damaged as exc:
-            if exc.reason:
-                warnings.warn(
+            if exc.reason and key not in self._warned:  # once, until `put` rewrites it
+                self._warned.add(key)
+                warn_at_caller(
                     f"tilecraft: the cached kernel {json_path.with_suffix('')} is damaged "
                     f"({exc.reason}); compiling it again",
                     CacheCorruptionWarning,
-                    stacklevel=3,
                 )
             return None
         with self._lock:
@@ -141,6 +141,7 @@ class KernelCache:
         """Store `entry` in memory and on disk (disk errors are ignored: the cache is optional)."""
         with self._lock:
             self._memory[key] = entry
+            self._warned.discard(key)
         cubin_path, json_path = self._paths(key)
         meta = dict(entry.meta, resources=entry.resources.to_json(), log=entry.log)
         meta[_LENGTH] = len(entry.cubin)

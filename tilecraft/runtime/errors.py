@@ -8,8 +8,13 @@ raised as `LaunchArgumentError`, which is also a `ValueError`. Toolchain and dri
 from __future__ import annotations
 
 import re
+import sys
+import warnings
+from pathlib import Path
 
 from ..diagnostics import TilecraftError
+
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
 
 
 class LaunchArgumentError(TilecraftError, ValueError):
@@ -18,6 +23,16 @@ class LaunchArgumentError(TilecraftError, ValueError):
 
 class CacheCorruptionWarning(UserWarning):
     """A cached kernel on disk was damaged (truncated, overwritten, half gone); it is rebuilt."""
+
+
+def warn_at_caller(message: str, category: type[Warning]) -> None:
+    """Issue `category` attributed to the innermost frame outside tilecraft (the user's call)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__", "tilecraft"),
+                           registry=frame.f_globals.setdefault("__warningregistry__", {}))
 
 
 class CudaToolkitNotFoundError(RuntimeError):

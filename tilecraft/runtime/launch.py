@@ -23,10 +23,17 @@ _MAP_BYTES = 128
 _CTYPES: dict[str, type] = {
     "tensormap": ctypes.c_uint64 * (_MAP_BYTES // 8),
     "pointer": ctypes.c_void_p,
+    "int8": ctypes.c_int8,
+    "int16": ctypes.c_int16,
     "int32": ctypes.c_int32,
     "int64": ctypes.c_int64,
+    "uint8": ctypes.c_uint8,
+    "uint16": ctypes.c_uint16,
     "uint32": ctypes.c_uint32,
     "uint64": ctypes.c_uint64,
+    "bool": ctypes.c_bool,
+    "float16": ctypes.c_uint16,  # the value's bits (the checker encodes them)
+    "bfloat16": ctypes.c_uint16,
     "float32": ctypes.c_float,
     "float64": ctypes.c_double,
 }

@@ -49,7 +49,10 @@ _TORCH_NAMES: dict[str, str] = {
     "bool": "bool",
 }
 
-SCALAR_KINDS: tuple[str, ...] = ("int32", "int64", "float32", "float64", "uint32", "uint64")
+SCALAR_KINDS: tuple[str, ...] = (
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
+    "float16", "bfloat16", "float32", "float64",
+)
 
 
 def torch_dtype(name: str):  # -> torch.dtype
@@ -68,26 +71,44 @@ def torch_dtype(name: str):  # -> torch.dtype
         ) from None
 
 
+def storage_dtype(name: str) -> object:
+    """What a tensor of dtype `name` has as its `.dtype` when it is right: the torch dtype, or,
+    for a type torch lacks (sub-byte and custom floats, which only the interpreter takes, as
+    numpy/ml_dtypes arrays), tilecraft's canonical name of it."""
+    if name in _TORCH_NAMES:
+        return torch_dtype(name)
+    from tilecraft.dtypes import resolve
+
+    try:
+        return resolve(name).name
+    except ValueError:
+        raise ValueError(f"unknown tensor dtype {name!r}") from None
+
+
 @dataclass(frozen=True)
 class TensorParam:
     """A tensor argument, passed to the kernel as a device pointer.
 
     `shape`: ints (static) or names (dynamic). `strides` in elements: None requires the tensor to be
     contiguous; otherwise one entry per dimension, an int (must match), a name (a dynamic stride,
-    bound like a dim) or None (anything).
+    bound like a dim) or None (anything). `align`: the bytes the data pointer must be a multiple
+    of, because the kernel reads or writes the tensor with vector accesses that wide (0: any).
     """
 
     name: str
     dtype: str
     shape: tuple[Dim, ...]
     strides: tuple[Dim | None, ...] | None = None
+    align: int = 0
 
     def __post_init__(self) -> None:
-        torch_dtype(self.dtype)
+        storage_dtype(self.dtype)
         if self.strides is not None and len(self.strides) != len(self.shape):
             raise ValueError(
                 f"param {self.name}: {len(self.strides)} strides for rank {len(self.shape)}"
             )
+        if type(self.align) is not int or self.align < 0 or self.align & (self.align - 1):
+            raise ValueError(f"param {self.name}: align must be 0 or a power of two")
 
     @property
     def dynamic_dims(self) -> tuple[str, ...]:

@@ -184,7 +184,10 @@ def _param_json(p: Param) -> dict:
 def _param(data: dict) -> Param:
     if data["param"] == "tensor":
         strides = None if data["strides"] is None else tuple(data["strides"])
-        return TensorParam(data["name"], data["dtype"], tuple(data["shape"]), strides)
+        align = data["align"]
+        if type(align) is not int:
+            raise TypeError(f"align {align!r}")
+        return TensorParam(data["name"], data["dtype"], tuple(data["shape"]), strides, align)
     if data["param"] == "tensormap":
         return TensorMapParam(data["name"], data["tensor"], tuple(data["box"]), data["swizzle"])
     return ScalarParam(data["name"], data["kind"], data["dim"])

@@ -35,11 +35,6 @@ class GeneratedKernel:
     state: object
 
 
-def _scalar_kind(v: Var) -> str:
-    return {"int32": "int32", "int64": "int64", "float32": "float32", "float64": "float64",
-            "uint32": "uint32"}.get(v.dtype.name, "int32")
-
-
 def _eval(e, dims: dict[str, int]):
     """Evaluate a grid expression on the bound dynamic dims (host side)."""
     if isinstance(e, int):
@@ -82,7 +77,8 @@ def _work_grows_with(kernel, v: Var, ranges: dict) -> bool:
 
 
 def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
-    from tilecraft.runtime import LaunchSpec, ScalarParam, TensorMapParam, TensorParam
+    from tilecraft.args import runtime_params
+    from tilecraft.runtime import LaunchSpec, ScalarParam, TensorMapParam
 
     target = target_from_arch(arch) if arch else current_target()
     state = lower(func, target)
@@ -94,11 +90,8 @@ def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
     for p in func.params:
         if isinstance(p, Buffer):
             sig.append(f"{ctype(p.dtype)}* __restrict__ {em.name_buf(p)}")
-            params.append(TensorParam(p.name, p.dtype.name,
-                                      tuple(d if isinstance(d, int) else d.name for d in p.shape)))
         else:
             sig.append(f"const {ctype(p.dtype)} {em.name(p)}")
-            params.append(ScalarParam(p.name, _scalar_kind(p)))
     for v in func.dynamic_vars:
         sig.append(f"const int {em.name(v)}")
         params.append(ScalarParam(v.name, "int32", dim=v.name))
@@ -131,6 +124,8 @@ def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
         else:
             em.w(f"const int {em.name(v)} = blockIdx.{axes[start + i]};")
     em.stmt(kernel.body)
+    # the user's parameters, as the interpreter's checker sees them, plus vector alignments
+    params[:0] = runtime_params(func, em.vector_bytes)
     for map_name, (buf, box, swizzle) in state.tensor_maps.items():  # TMA loads (emit_tma.py)
         sig.append(f"const __grid_constant__ tc::TensorMap {map_name}")
         params.append(TensorMapParam(map_name, buf.name, box, swizzle))

@@ -125,7 +125,15 @@ def _hoisted_async(em, op: Copy, coords: list[str], total: int) -> tuple[str, st
     return (f"src_t + it * {ss}", f"dst_t + it * {ds * d.dtype.bits // 8}u")
 
 
+def _note_vector(em, buf, nbytes: int) -> None:
+    """Global `buf` is accessed `nbytes` at a time: its pointer must be that aligned (TC308)."""
+    if buf.scope == "global":
+        em.vector_bytes[buf] = max(em.vector_bytes.get(buf, 1), nbytes)
+
+
 def _vector_copy(em, op: Copy, v: int, async_copy: bool) -> None:
+    _note_vector(em, op.src.buffer, 16)
+    _note_vector(em, op.dst.buffer, 16)
     shape = tile_shape(op.src)
     cshape = shape[:-1] + (shape[-1] // v,)
     total = math.prod(cshape)
@@ -213,6 +221,8 @@ def _frag_mem(em, op: Copy) -> None:
         raise TilecraftError("TC502", span=op.span, detail="T.copy of a partial fragment",
                              hint="copy whole fragments")
     v = _frag_vector_width(lay, frag, mem) if mem.buffer.dtype.bits >= 8 else 1
+    if v > 1:
+        _note_vector(em, mem.buffer, v * mem.buffer.dtype.bits // 8)
     rep = replica_index(lay, "tid") if to_mem else None
     if rep:
         em.open(f"if ({rep} == 0)")

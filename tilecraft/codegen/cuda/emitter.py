@@ -30,6 +30,7 @@ class KernelEmitter:
         self._used: set[str] = set()  # user names given out (all end with "_")
         self.frag_local: dict[Buffer, str] = {}  # inside a Parallel loop: fragment -> local index
         self.shared_ptr: dict[Buffer, str] = {}  # shared buffer -> C pointer expression
+        self.vector_bytes: dict[Buffer, int] = {}  # global buffer -> its widest vector access
         self.ranges: dict[Var, tuple[int, int]] = {}  # proven value ranges (bounds-guard removal)
         self.read_since_sync = False  # shared memory read since the last barrier
         self.write_pending = False  # a scalar store to shared memory since the last barrier
