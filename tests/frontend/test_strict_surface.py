@@ -288,10 +288,20 @@ def tensor_unknown_dtype():
     return k
 
 
+def scalar_param_unknown_dtype():
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32"), n: "flaot32"):  # ERR
+        with T.Kernel(1, threads=128) as bx:
+            A[bx] = 0.0
+
+    return k
+
+
 @pytest.mark.parametrize("factory, near", [
     (alloc_unknown_dtype, "float16"),
     (cast_unknown_dtype, "bfloat16"),
     (tensor_unknown_dtype, "float32"),
+    (scalar_param_unknown_dtype, "float32"),
 ])
 def test_unknown_dtype_is_a_located_error_naming_the_closest_type(factory, near):
     e = located(factory, "TC210")

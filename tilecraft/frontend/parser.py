@@ -145,7 +145,9 @@ class KernelParser:
             return buf
         try:
             var = Var.create(arg.arg, ann)
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError) as err:
+            if isinstance(ann, str) and isinstance(err, TilecraftError):
+                raise  # a misspelled dtype name: TC210 naming the closest ones
             raise TilecraftError("TC108", detail=f"annotation of `{arg.arg}` is not a tensor or "
                                  "a scalar dtype", hint="use T.Tensor(shape, dtype) or T.int32")
         self.bind(arg.arg, var)
