@@ -298,3 +298,94 @@ def test_good_scalars_of_every_accepted_form_run_on_the_interpreter():
     a, b = torch.randn(256), torch.randn(256)
     for alpha, kk in ((0.5, 3), (np.float32(0.5), np.int64(3)), (1, torch.tensor(3))):
         torch.testing.assert_close(k(a, b, alpha, kk), float(alpha) * a + b * 3)
+
+
+@pytest.mark.parametrize(
+    "kind, value, bits",
+    [("float16", 1.5, 0x3E00), ("float16", 1e6, 0x7C00), ("bfloat16", 1.5, 0x3FC0),
+     ("bfloat16", -2, 0xC000), ("bool", True, True), ("int8", -128, -128), ("uint16", 65535, 65535),
+     ("uint64", 2**64 - 1, 2**64 - 1)],
+)
+def test_every_scalar_kind_packs_its_value_into_the_parameter_block(kind, value, bits):
+    from tilecraft.runtime import check_args
+    from tilecraft.runtime.launch import ParamBlock
+
+    (packed,) = check_args((ScalarParam("s", kind),), [value], require_cuda=False).values
+    assert packed == bits
+    block = ParamBlock([kind])
+    block.fill([packed])
+    assert block.values() == [bits]
+
+
+@pytest.mark.parametrize(
+    "kind, value, got",
+    [("int8", 128, "128 (out of range)"), ("uint8", -1, "-1 (out of range)"),
+     ("uint32", 1.0, "float"), ("bool", 1, "int"), ("bool", None, "NoneType"),
+     ("float16", True, "bool"), ("bfloat16", "1", "str")],
+)
+def test_a_scalar_its_kind_cannot_hold_is_tc303(kind, value, got):
+    from tilecraft.runtime import check_args
+
+    with pytest.raises(LaunchArgumentError) as info:
+        check_args((ScalarParam("s", kind),), [value], require_cuda=False)
+    assert info.value.code == "TC303" and f"has dtype {got}, expected {kind}" in info.value.message
+
+
+def test_a_scalar_parameter_no_kernel_argument_can_have_is_tc311_on_both_paths():
+    import tilecraft
+    import tilecraft.language as T
+    from tilecraft.diagnostics import TilecraftError
+
+    @T.prim_func
+    def scaled(A: T.Tensor((128,), "float32"), s: T.float8_e4m3):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                A[i] = A[i] * s
+
+    errors = []
+    for target in ("interp", "cuda"):
+        k = tilecraft.compile(scaled, target=target, arch="sm_90a")
+        with pytest.raises(TilecraftError) as info:
+            k(torch.zeros(128), 1.0) if target == "interp" else k.get_kernel_source()
+        errors.append(info.value)
+    assert [e.code for e in errors] == ["TC311", "TC311"]
+    assert all(e.line == scaled.params[1].span.line for e in errors)
+    assert "`s` has dtype float8_e4m3" in errors[0].message and "float32" in errors[0].hint
+
+
+# ---- on a GPU (the lead runs these) -------------------------------------------------------------
+@pytest.mark.gpu
+def test_narrow_and_half_scalars_reach_the_kernel_on_the_gpu():
+    import tilecraft
+    import tilecraft.language as T
+
+    @T.prim_func
+    def mix(Out: T.Tensor((4,), "float32"), h: T.float16, b: T.bfloat16, c: T.int8,
+            big: T.uint64, flag: T.boolean):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(4):
+                Out[i] = T.if_then_else(
+                    i == 0, T.cast(h, "float32"), T.if_then_else(
+                        i == 1, T.cast(b, "float32"), T.if_then_else(
+                            i == 2, T.cast(c, "float32"),
+                            T.if_then_else(flag, T.cast(big >> 60, "float32"), -1.0))))
+
+    out = torch.full((4,), 7.0, device="cuda")
+    tilecraft.compile(mix, target="cuda")(out, 1.5, -2.5, -100, 2**64 - 1, True)
+    torch.cuda.synchronize()
+    assert out.tolist() == [1.5, -2.5, -100.0, 15.0]
+
+
+@pytest.mark.gpu
+def test_alignment_and_grid_checks_on_the_gpu():
+    import tilecraft
+
+    staged, _ = vector_kernels()
+    k = tilecraft.compile(staged, target="cuda")
+    a = torch.randn(64 * 64 + 1, device="cuda").half()[1:].view(64, 64)
+    b = torch.empty(64 * 64 + 1, device="cuda", dtype=torch.float16)[1:].view(64, 64)
+    with pytest.raises(LaunchArgumentError, match="TC308"):
+        k(a, b)
+    k(a.clone(), b)  # B is written element by element: any address
+    torch.cuda.synchronize()
+    torch.testing.assert_close(b, a)
