@@ -6,7 +6,7 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
 from tilecraft.ir import Allocate, Buffer, BufferStore, Const, Expr, cast
 
-from .surface import int_arg
+from .surface import check_option, int_arg
 
 
 def _alloc(shape, dtype, scope: str, what: str) -> Buffer:
@@ -23,18 +23,21 @@ def _alloc(shape, dtype, scope: str, what: str) -> Buffer:
     return buf
 
 
-def alloc_shared(shape, dtype="float16") -> Buffer:
+def alloc_shared(shape, dtype="float16", scope: str = "shared.dyn") -> Buffer:
     """A tile in shared memory, visible to every thread of the block."""
+    check_option("T.alloc_shared", "scope", scope)
     return _alloc(shape, dtype, "shared", "T.alloc_shared")
 
 
-def alloc_fragment(shape, dtype="float32") -> Buffer:
+def alloc_fragment(shape, dtype="float32", scope: str = "local.fragment") -> Buffer:
     """A tile in registers, spread over the block's threads (the layout is inferred)."""
+    check_option("T.alloc_fragment", "scope", scope)
     return _alloc(shape, dtype, "fragment", "T.alloc_fragment")
 
 
-def alloc_local(shape, dtype="float32") -> Buffer:
+def alloc_local(shape, dtype="float32", scope: str = "local") -> Buffer:
     """A small per-thread array in registers."""
+    check_option("T.alloc_local", "scope", scope)
     return _alloc(shape, dtype, "local", "T.alloc_local")
 
 

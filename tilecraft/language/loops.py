@@ -11,7 +11,7 @@ from tilecraft.frontend.frames import LoopFrame
 from tilecraft.ir import Expr, PipelineInfo, const_int
 from tilecraft.ir.simplify import simplify
 
-from .surface import int_arg
+from .surface import check_option, int_arg
 
 
 def _extent(x, what: str):
@@ -38,9 +38,7 @@ def Pipelined(  # noqa: N802
     stages = int_arg(num_stages, "num_stages of T.Pipelined", device=False)
     if stages < 0:
         raise TilecraftError("TC108", detail=f"num_stages={stages}", hint="a small int >= 0")
-    if sync not in (None, []):
-        raise TilecraftError("TC113", func="T.Pipelined", keyword="sync", value=repr(sync),
-                             hint="tilecraft places the pipeline's barriers itself; drop it")
+    check_option("T.Pipelined", "sync", sync)
     info = PipelineInfo(stages, tuple(order) if order else None, tuple(stage) if stage else None,
                         tuple(tuple(g) for g in group) if group else None)
     frame = _range("pipelined", start, stop, 1, "T.Pipelined")

@@ -92,7 +92,8 @@ TILELANG_ONLY: dict[str, dict[str, tuple[tuple, str]]] = {
     "atomic_add": {**_ATOMIC, "use_tma": ((False,), _TMA)},
     "atomic_max": _ATOMIC,
     "atomic_min": _ATOMIC,
-    "alloc_shared": {"scope": (("shared.dyn", "shared"), "shared tiles live in shared memory")},
+    "alloc_shared": {"scope": (("shared.dyn", "shared"), "T.alloc_shared allocates in shared "
+                               "memory; use T.alloc_fragment / T.alloc_local for registers")},
     "alloc_fragment": {"scope": (("local.fragment",), "use T.alloc_shared / T.alloc_local for "
                                  "another scope")},
     "alloc_local": {"scope": (("local",), "use T.alloc_shared / T.alloc_fragment for another "
@@ -161,6 +162,13 @@ def _why(sig: inspect.Signature, args: tuple, err: TypeError) -> str:
     return text
 
 
+def check_option(name: str, keyword: str, value: Any) -> None:
+    """TC113 unless `value` of TileLang keyword `keyword` of `name` ("T.copy") is accepted."""
+    accepted, hint = TILELANG_ONLY[name.removeprefix("T.")][keyword]
+    if not _is_default(value, accepted):
+        raise TilecraftError("TC113", func=name, keyword=keyword, value=repr(value), hint=hint)
+
+
 def strict(fn: Callable, name: str) -> Callable:
     """`fn` as the language function `name` (e.g. "T.copy"), with strict argument checking."""
     sig = inspect.signature(fn)
@@ -172,11 +180,7 @@ def strict(fn: Callable, name: str) -> Callable:
         span = current_span()
         with at_span(span if span is not None else caller_span()):
             for kw in [k for k in kwargs if k in tilelang and k not in sig.parameters]:
-                value = kwargs.pop(kw)
-                accepted, hint = tilelang[kw]
-                if not _is_default(value, accepted):
-                    raise TilecraftError("TC113", func=name, keyword=kw, value=repr(value),
-                                         hint=hint)
+                check_option(name, kw, kwargs.pop(kw))
             try:
                 sig.bind(*args, **kwargs)
             except TypeError as err:
