@@ -14,6 +14,7 @@ and anything else is a located diagnostic (TC111-TC113) naming the closest valid
 from __future__ import annotations
 
 import importlib
+import sys
 import types
 
 #: submodule -> the names it gives the language
@@ -138,7 +139,8 @@ def __getattr__(name: str):
     elif name == "layout":  # T.layout.make_swizzled_layout(buf)
         import tilecraft.layout as value
     else:
-        raise AttributeError(f"module 'tilecraft.language' has no attribute {name!r}")
+        raise AttributeError(f"module 'tilecraft.language' has no attribute {name!r}",
+                             name=name, obj=sys.modules[__name__])  # Python adds "Did you mean"
     globals()[name] = value  # later uses are plain attribute reads
     return value
 
