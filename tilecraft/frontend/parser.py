@@ -137,6 +137,11 @@ class KernelParser:
                                  hint="annotate it: `A: T.Tensor((M, K), 'float16')`")
         ann = self.annotation(arg)
         if isinstance(ann, TensorSpec):
+            named = [d for d in ann.shape if isinstance(d, str)]
+            if named:
+                raise TilecraftError("TC108", detail=f"`{arg.arg}` has named dimensions {named}",
+                                     hint="only @tilecraft.jit on a kernel function binds names "
+                                     "from the call's shapes; use ints or T.dynamic dims here")
             for d in ann.shape:
                 if isinstance(d, Var):
                     dynamic.setdefault(d.uid, d)
