@@ -14,70 +14,102 @@ outputs; errors point at the kernel's parameters) and one launch. A factory call
 finds its CUDA kernel in the jit cache (jit_cache.py) without running the front end; the IR is
 then built only if something needs it (the interpreter, `.func`, `.script()`). This module imports
 neither the IR nor the compiler until they are needed.
+
+Also here: `jit`/`compile` and their keywords (checked in jit_options.py). Factories are
+JITFactory (jit_factory.py); kernel functions with shapeless `T.Tensor` parameters are
+JITPolymorphic (jit_poly.py).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tilecraft import jit_cache
 from tilecraft.diagnostics import TilecraftError, warn_at
+from tilecraft.diagnostics.errors import entry_point
+from tilecraft.jit_options import (
+    TARGETS,
+    call_span,
+    check_out_idx,
+    check_target,
+    refuse_unknown,
+)
 
 if TYPE_CHECKING:
     from tilecraft.ir import PrimFunc
+    from tilecraft.profiler import Profiler, TensorSupplyType
     from tilecraft.runtime import RuntimeKernel
 
-TARGETS = ("auto", "cuda", "interp")
+__all__ = ["TARGETS", "JITKernel", "compile", "jit"]
 
 
 def _interpret_forced() -> bool:
     return os.environ.get("TILECRAFT_INTERPRET", "") not in ("", "0", "false", "False")
 
 
+def _debug_nans_forced() -> bool:
+    return os.environ.get("TILECRAFT_DEBUG_NANS", "") not in ("", "0", "false", "False")
+
+
 class JITKernel:
     """A prepared kernel: call it with tensors; inspect its IR, CUDA source and resources."""
 
-    def __init__(self, func: PrimFunc, out_idx=None, target: str = "auto", arch: str | None = None):
-        from tilecraft.ir import Buffer
-
-        self._setup(target, arch)
+    def __init__(
+        self,
+        func: PrimFunc,
+        out_idx: int | list[int] | None = None,
+        target: str = "auto",
+        arch: str | None = None,
+        debug_nans: bool = False,
+        debug_root_path: str | None = None,
+    ):
+        self._setup(target, arch, debug_nans, debug_root_path)
         self._func = func
-        n = len(func.params)
-        if out_idx is None:
-            out_idx = []
-        elif isinstance(out_idx, int):
-            out_idx = [out_idx]
-        self.out_idx = sorted({i % n for i in out_idx})
-        for i in self.out_idx:
-            if not isinstance(func.params[i], Buffer):
-                raise ValueError(f"out_idx {i} names scalar parameter `{func.params[i].name}`")
+        self.out_idx = _legal_out_idx(func, out_idx)
+        self._dump_program()
 
     @classmethod
     def from_cache(
-        cls, cached: jit_cache.CachedKernel, make_func: Callable[[], PrimFunc]
+        cls,
+        cached: jit_cache.CachedKernel,
+        make_func: Callable[[], PrimFunc],
+        debug_nans: bool = False,
+        debug_root_path: str | None = None,
     ) -> JITKernel:
         """A kernel rebuilt from a jit-cache entry; `make_func` makes its IR if it is needed."""
         kernel = cls.__new__(cls)
-        kernel._setup(cached.target, cached.arch)
+        kernel._setup(cached.target, cached.arch, debug_nans, debug_root_path)
         kernel._make_func = make_func
         kernel._cached = cached
         kernel.out_idx = list(cached.out_idx)
+        kernel._dump_program()
         return kernel
 
-    def _setup(self, target: str, arch: str | None) -> None:
-        if target not in TARGETS:
-            raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    def _setup(
+        self, target: str, arch: str | None, debug_nans: bool, debug_root_path: str | None
+    ) -> None:
+        check_target("JITKernel", target)
         self.target = target
         self.arch = arch
+        #: Stop the interpreter at the first NaN/inf made from finite values (read by the
+        #: interpreter call in `_interpret`; `TILECRAFT_DEBUG_NANS=1` turns it on everywhere).
+        self.debug_nans = bool(debug_nans)
+        #: A directory to write the kernel's Tile IR script and CUDA source into (TileLang's
+        #: `debug_root_path`), or None.
+        self.debug_root_path = debug_root_path
         self._func: PrimFunc | None = None
         self._make_func: Callable[[], PrimFunc] | None = None
         self._cached: jit_cache.CachedKernel | None = None  # not yet turned into a RuntimeKernel
         self._save_as: str | None = None  # the jit-cache key the CUDA build is saved under
         self._cuda: RuntimeKernel | None = None
+
+    def _dump_program(self) -> None:
+        if self.debug_root_path is not None:
+            name = self.func.name
+            _write_debug(self.debug_root_path, f"tilecraft_jit_program_{name}.py", self.script())
 
     # ---- inspection --------------------------------------------------------------------
     @property
@@ -102,6 +134,9 @@ class JITKernel:
             else:
                 self._cuda = self._build_cuda()
             _warn_spills(self._cuda)
+            if self.debug_root_path is not None:
+                name = f"tilecraft_jit_kernel_{self._cuda.name}.cu"
+                _write_debug(self.debug_root_path, name, self._cuda.source)
         return self._cuda
 
     def _build_cuda(self) -> RuntimeKernel:
@@ -139,6 +174,7 @@ class JITKernel:
                 jit_cache.save(self._save_as, entry)
         return kernel
 
+    @entry_point
     def get_kernel_source(self) -> str:
         """The generated CUDA C++."""
         return self._cuda_kernel().source
@@ -148,12 +184,31 @@ class JITKernel:
         """Registers, spills and shared memory from the compiler's report."""
         return self._cuda_kernel().resources
 
-    def get_profiler(self, *args, **kwargs):
-        from tilecraft.profiler import Profiler
+    @entry_point
+    def get_profiler(
+        self,
+        tensor_supply_type: TensorSupplyType | None = None,
+        dynamic_sizes: Mapping[str, int] | None = None,
+        scalars: Mapping[str, int | float] | None = None,
+        device: Any = None,
+    ) -> Profiler:
+        """A Profiler that makes this kernel's inputs from its signature (TileLang's profiler):
+        `tensor_supply_type` (default `TensorSupplyType.Normal`), `dynamic_sizes` for the
+        T.dynamic dims, `scalars` for scalar parameters; outputs in out_idx are allocated by the
+        kernel. See tilecraft/profiler/profiler.py."""
+        from tilecraft.profiler import Profiler, TensorSupplyType
 
-        return Profiler(self, *args, **kwargs)
+        return Profiler(
+            self,
+            tensor_supply_type=TensorSupplyType.Normal
+            if tensor_supply_type is None else tensor_supply_type,
+            dynamic_sizes=dynamic_sizes,
+            scalars=scalars,
+            device=device,
+        )
 
     # ---- calling -----------------------------------------------------------------------
+    @entry_point
     def __call__(self, *args):
         if self._on_interpreter(args):
             return self._interpret(list(args))
@@ -171,7 +226,8 @@ class JITKernel:
 
         func = self.func
         full = self._with_outputs(inputs) if self.out_idx else inputs
-        interp.run(func, full)  # checks the arguments first
+        debug_nans = self.debug_nans or _debug_nans_forced()
+        interp.run(func, full, debug_nans=debug_nans)  # checks the arguments first
         if not self.out_idx:
             return None
         outs = [full[i] for i in self.out_idx]
@@ -207,6 +263,31 @@ def _warn_spills(kernel: RuntimeKernel) -> None:
     )
 
 
+def _legal_out_idx(func: PrimFunc, out_idx: int | list[int] | None) -> list[int]:
+    """`out_idx` as sorted non-negative indices of tensor parameters (TC108 otherwise)."""
+    from tilecraft.ir import Buffer
+
+    n = len(func.params)
+    wanted = [] if out_idx is None else [out_idx] if isinstance(out_idx, int) else list(out_idx)
+    for i in wanted:
+        if not (isinstance(i, int) and -n <= i < n):
+            raise TilecraftError(
+                "TC108", span=func.span, detail=f"out_idx {i!r}: kernel `{func.name}` has {n} "
+                f"parameter(s)", hint=f"an index from {-n} to {n - 1} (-1 is the last parameter)")
+        if not isinstance(func.params[i], Buffer):
+            p = func.params[i]
+            raise TilecraftError(
+                "TC108", span=p.span or func.span, detail=f"out_idx {i} names scalar parameter "
+                f"`{p.name}`", hint="outputs are tensor parameters")
+    return sorted({i % n for i in wanted})
+
+
+def _write_debug(root: str, name: str, text: str) -> None:
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, name), "w") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
+
+
 def _lowered_grid(cuda: Any) -> tuple | None:
     """The IR of the grid the code generator launched (None when the build does not say)."""
     state = getattr(getattr(cuda, "generated", None), "state", None)
@@ -214,90 +295,89 @@ def _lowered_grid(cuda: Any) -> tuple | None:
     return None if launch is None else launch.grid
 
 
-class JITFactory:
-    """`@tilecraft.jit` on a factory: calling it prepares (once per argument set) a JITKernel.
-
-    In memory, kernels are kept per argument set; on disk, the jit cache keeps the CUDA kernel of
-    each call (see jit_cache.py), so a new process skips the front end, passes and code generation.
-    """
-
-    def __init__(self, factory, *, cache: bool = True, **options):
-        self.factory = factory
-        self.options = options
-        self.cache = cache
-        self._kernels: dict[Any, JITKernel] = {}
-        functools.update_wrapper(self, factory)
-
-    def __call__(self, *args, **kwargs) -> JITKernel:
-        try:
-            key = (args, tuple(sorted(kwargs.items())))
-            hash(key)
-        except TypeError:
-            key = None
-        if key is not None and key in self._kernels:
-            return self._kernels[key]
-        kernel = self._prepare(args, kwargs)
-        if key is not None:
-            self._kernels[key] = kernel
-        if self._explicit_arch() and kernel.target != "interp" and not _interpret_forced():
-            kernel._cuda_kernel()  # an explicit arch builds the cubin now, GPU or not
-        return kernel
-
-    def _explicit_arch(self) -> bool:
-        return bool(self.options.get("arch") or os.environ.get("TILECRAFT_ARCH"))
-
-    def _prepare(self, args: tuple, kwargs: dict) -> JITKernel:
-        disk_key = None
-        if self.cache and jit_cache.enabled():
-            disk_key = jit_cache.call_key(self.factory, args, kwargs, self.options)
-        if disk_key is not None:
-            cached = jit_cache.load(disk_key)
-            if cached is not None:
-                return JITKernel.from_cache(cached, lambda: self._build(args, kwargs).func)
-        kernel = self._build(args, kwargs)
-        if kernel._cuda is None:
-            kernel._save_as = disk_key
-        return kernel
-
-    def _build(self, args: tuple, kwargs: dict) -> JITKernel:
-        from tilecraft.ir import PrimFunc
-
-        result = self.factory(*args, **kwargs)
-        if isinstance(result, JITKernel):
-            return result
-        if isinstance(result, PrimFunc):
-            return JITKernel(result, **self.options)
-        raise TypeError(
-            f"`{self.factory.__name__}` must return a T.prim_func, got {type(result).__name__}"
-        )
+_JIT_KEYWORDS = ("out_idx", "target", "arch", "cache", "debug_nans", "debug_root_path")
 
 
+@entry_point
 def jit(
     func=None,
     *,
-    out_idx=None,
+    out_idx: int | list[int] | None = None,
     target: str = "auto",
     arch: str | None = None,
     cache: bool = True,
-    **_ignored,
+    debug_nans: bool = False,
+    debug_root_path: str | None = None,
+    **tilelang_options,
 ):
-    """Decorate a kernel factory (or a `T.prim_func`) to get cached, callable kernels.
+    """Decorate a kernel factory, a kernel function or a `T.prim_func` to get callable kernels.
 
-    `cache=False` keeps the factory's kernels out of the disk jit cache (as does
-    `TILECRAFT_JIT_CACHE=0` for every factory)."""
-    options = {"out_idx": out_idx, "target": target, "arch": arch}
+    - On a factory (a function returning a `T.prim_func`): calling it returns a JITKernel, made
+      once per argument set and cached.
+    - On a kernel function whose parameters are annotated with `T.Tensor` (listing I.1 of the
+      TileLang paper): calling it with tensors specializes it on their shapes and dtypes (one
+      kernel per shapes/dtypes, cached) and runs it; see tilecraft/jit_poly.py.
+    - On a `T.prim_func`: the JITKernel itself.
+
+    `out_idx`: the parameters the kernel allocates and returns (`[-1]`: the last). `target`:
+    "auto" (follow the tensors), "cuda" or "interp". `arch`: build for this GPU ("sm_90a",
+    "sm_80") now, GPU or not. `cache=False` keeps the kernels out of the disk jit cache (as
+    does `TILECRAFT_JIT_CACHE=0`). `debug_nans=True`: the interpreter stops at the first
+    NaN/inf made from finite values. `debug_root_path`: a directory to write each kernel's IR
+    script and CUDA source into. TileLang's other keywords (`execution_backend`, `target_host`,
+    `verbose`, `pass_configs`, `compile_flags`) are accepted only with their no-op values (TC314);
+    any other keyword is TC313.
+    """
+    refuse_unknown("tilecraft.jit", tilelang_options, _JIT_KEYWORDS)
+    check_target("tilecraft.jit", target)
+    check_out_idx("tilecraft.jit", out_idx)
+    options = {"out_idx": out_idx, "target": target, "arch": arch, "debug_nans": debug_nans,
+               "debug_root_path": debug_root_path}
     if func is None:
-        return lambda f: jit(f, cache=cache, **options)
+        return lambda f: _decorate(f, cache, options)
+    return _decorate(func, cache, options)
+
+
+def _decorate(func, cache: bool, options: dict):
+    from tilecraft import jit_poly
+    from tilecraft.jit_factory import JITFactory
+
     if not isinstance(func, types.FunctionType):
         from tilecraft.ir import PrimFunc
 
         if isinstance(func, PrimFunc):
             return JITKernel(func, **options)
+    if not callable(func):
+        raise TilecraftError(
+            "TC108", span=call_span(), detail=f"@tilecraft.jit on a {type(func).__name__}",
+            hint="decorate a kernel factory, a kernel function or a T.prim_func")
+    if isinstance(func, types.FunctionType) and jit_poly.is_kernel_function(func):
+        return jit_poly.JITPolymorphic(func, cache=cache, **options)
     return JITFactory(func, cache=cache, **options)
 
 
+@entry_point
 def compile(
-    func: PrimFunc, out_idx=None, target: str = "auto", arch: str | None = None
+    func: PrimFunc,
+    out_idx: int | list[int] | None = None,
+    target: str = "auto",
+    arch: str | None = None,
+    *,
+    debug_nans: bool = False,
+    debug_root_path: str | None = None,
+    **tilelang_options,
 ) -> JITKernel:
-    """Prepare a `T.prim_func` for calling."""
-    return JITKernel(func, out_idx=out_idx, target=target, arch=arch)
+    """Prepare a `T.prim_func` for calling (the options are those of `tilecraft.jit` but
+    `cache`)."""
+    refuse_unknown("tilecraft.compile", tilelang_options, _JIT_KEYWORDS[:3] + _JIT_KEYWORDS[4:])
+    check_target("tilecraft.compile", target)
+    check_out_idx("tilecraft.compile", out_idx)
+    from tilecraft.ir import PrimFunc
+
+    if not isinstance(func, PrimFunc):
+        raise TilecraftError(
+            "TC108", span=call_span(), detail=f"tilecraft.compile of a {type(func).__name__}",
+            hint="compile a T.prim_func; decorate factories and kernel functions with "
+            "@tilecraft.jit")
+    return JITKernel(func, out_idx=out_idx, target=target, arch=arch, debug_nans=debug_nans,
+                     debug_root_path=debug_root_path)
