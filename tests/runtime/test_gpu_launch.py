@@ -149,7 +149,7 @@ def test_do_bench_and_profiler_time_a_kernel(arch):
     out = torch.empty_like(a)
     ms = do_bench(lambda: kernel(a, a, out), warmup=5, rep=20)
     assert 0 < ms < 100
-    assert get_profiler(kernel, dims={"n": 1 << 20}).do_bench(warmup=5, rep=20) > 0
+    assert get_profiler(kernel, dynamic_sizes={"n": 1 << 20}).do_bench(warmup=5, rep=20) > 0
 
 
 def test_host_overhead_per_launch_is_small(arch):

@@ -35,7 +35,7 @@ class FakeKernel:
 
 def test_profiler_makes_inputs_from_the_param_spec():
     kernel = FakeKernel()
-    prof = Profiler(kernel, dims={"m": 5}, scalars={"scale": 2.0}, device="cpu")
+    prof = Profiler(kernel, dynamic_sizes={"m": 5}, scalars={"scale": 2.0}, device="cpu")
     x, idx, mask, scale = prof.make_inputs()
     assert x.shape == (5, 4) and x.dtype == torch.float16 and x.float().std() > 0
     assert idx.dtype == torch.int32 and idx.abs().max() <= 8

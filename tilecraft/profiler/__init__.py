@@ -1,6 +1,8 @@
-"""Timing kernels on the GPU: do_bench (CUDA events, L2 flush, median) and Profiler."""
+"""Timing and checking kernels: do_bench (CUDA events, L2 flush, median) and Profiler (inputs from
+the kernel's signature, `do_bench`, `assert_allclose`, `run_once`)."""
 
 from .bench import do_bench
-from .profiler import Profiler, get_profiler, random_tensor
+from .profiler import Profiler, ProfilerInputError, get_profiler
+from .supply import TensorSupplyType
 
-__all__ = ["Profiler", "do_bench", "get_profiler", "random_tensor"]
+__all__ = ["Profiler", "ProfilerInputError", "TensorSupplyType", "do_bench", "get_profiler"]
