@@ -11,6 +11,7 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Compare, Const, Expr, Not, Select,
                           Var)
 
+from .arith import arith, compare, int_value
 from .values import np_type, store_cast
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -45,6 +46,8 @@ class Evaluator:
         if isinstance(e, Const):
             if e.dtype.is_float and not e.dtype.is_standard:
                 return np.float32(e.value)
+            if e.dtype.is_integer:  # wrapped to the type's width, like the C literal's value
+                return int_value(e.value, e.dtype)
             return np.asarray(e.value, dtype=_compute_type(e.dtype))[()]
         if isinstance(e, Var):
             try:
@@ -59,9 +62,8 @@ class Evaluator:
         if isinstance(e, BinOp):
             return self.binop(e)
         if isinstance(e, Compare):
-            a, b = self.eval(e.a), self.eval(e.b)
-            return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-                    "==": np.equal, "!=": np.not_equal}[e.op](a, b)
+            return compare(e.op, self.eval(e.a), self.eval(e.b), e.a.dtype, e.b.dtype,
+                           _compute_type)
         if isinstance(e, Not):
             return np.logical_not(self.eval(e.a))
         if isinstance(e, Select):
@@ -88,46 +90,42 @@ class Evaluator:
         if op in ("and", "or"):
             return (np.logical_and if op == "and" else np.logical_or)(a, b)
         a, b = np.asarray(a).astype(t, copy=False), np.asarray(b).astype(t, copy=False)
+        if op in ("/", "//", "%") and not e.dtype.is_float:
+            b = self._nonzero_divisor(e, b)
         with np.errstate(all="ignore"):
-            if op == "+":
-                r = a + b
-            elif op == "-":
-                r = a - b
-            elif op == "*":
-                r = a * b
-            elif op == "/":
-                r = a / b if e.dtype.is_float else np.trunc(np.true_divide(a, b)).astype(t)
-            elif op == "//":
-                r = np.floor_divide(a, b)
-            elif op == "%":
-                r = np.mod(a, b)
-            elif op == "min":
-                r = np.minimum(a, b)
-            elif op == "max":
-                r = np.maximum(a, b)
-            else:
-                r = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
-                     "<<": np.left_shift, ">>": np.right_shift}[op](a, b)
-        r = np.asarray(r)
-        if e.dtype.is_float and not e.dtype.is_standard:
+            r = np.asarray(arith(op, a, b, e.dtype.is_float))
+        if not e.dtype.is_standard:  # sub-byte and 8-bit floats round, sub-byte ints wrap
             r = store_cast(e.dtype, r)
         return r.astype(t, copy=False)[()] if r.ndim == 0 else r.astype(t, copy=False)
+
+    def _nonzero_divisor(self, e: BinOp, b: np.ndarray) -> np.ndarray:
+        """Integer division by zero is an error (TC410; undefined on the GPU), reported where
+        it happens: not in elements masked off by an `if`, nor in the unused side of
+        T.if_then_else. Returns `b` with zeros replaced (those results are never used)."""
+        zero = b == 0
+        if not np.any(zero):
+            return b
+        hit = zero if self.m.mask is None else zero & self.m.mask
+        if not self.lenient and np.any(hit):
+            raise TilecraftError("TC410", expr=str(e), detail=f"at block {self.m.block_index}")
+        return np.where(zero, np.ones((), b.dtype), b)
 
     def call(self, e: Call):
         args = [self.eval(a) for a in e.args]
         t = _compute_type(e.dtype)
         if e.op == "abs":
             return np.abs(args[0])
+        ft = np.float64 if e.dtype.name == "float64" else np.float32  # as the GPU computes
         if e.op == "pow":
             with np.errstate(all="ignore"):
-                r = np.power(np.asarray(args[0], np.float32), np.asarray(args[1], np.float32))
+                r = np.power(np.asarray(args[0], ft), np.asarray(args[1], ft))
             return store_cast(e.dtype, r).astype(t)
         fn = _UNARY.get(e.op)
         if fn is None:
             raise TilecraftError("TC403", detail=f"call to `{e.op}`",
                                  hint="extern calls run only on the GPU")
         with np.errstate(all="ignore"):
-            r = fn(np.asarray(args[0], dtype=np.float32))
+            r = fn(np.asarray(args[0], dtype=ft))
         return np.asarray(store_cast(e.dtype, r)).astype(t)
 
     def load(self, e: BufferLoad):

@@ -100,7 +100,8 @@ def _items(state: KernelState, prog: Program) -> tuple[list[ArenaItem], list[Sha
             items.append(ArenaItem(b.name, b, slots[-1].nbytes * slots[-1].stages, tuple(uses),
                                    live, align=SWIZZLE_ALIGN if wants_swizzle(b) else ALIGN))
         elif i in prog.scratch:
-            size = _align(state.layouts[s.dst.buffer].local_size * state.num_threads * 4)
+            acc = max(4, s.src.dtype.bits // 8, s.dst.dtype.bits // 8)  # accumulator bytes
+            size = _align(state.layouts[s.dst.buffer].local_size * state.num_threads * acc)
             line = s.span.line if s.span is not None else "?"
             items.append(ArenaItem(f"reduce_{s.kind} scratch (line {line})", id(s), size,
                                    (i,), (i, i)))

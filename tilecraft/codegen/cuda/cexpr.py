@@ -1,8 +1,17 @@
-"""Scalar IR expressions -> CUDA C++ (arithmetic in the IR dtype, like the interpreter).
+"""Scalar IR expressions -> CUDA C++ with the language's semantics (docs/language.md, "Semantics").
 
-16-bit float arithmetic uses cuda_fp16/bf16 operators (correctly rounded, as the interpreter
-rounds); math functions compute in float and round back. Python `//` and `%` become
-tc::floordiv / tc::floormod unless both sides are known non-negative constants.
+Arithmetic happens in the IR dtype, like the interpreter: 16-bit float arithmetic uses the
+cuda_fp16/bf16 operators (correctly rounded); math functions compute in float (double for
+float64) and round back. Integer arithmetic wraps modulo 2^bits: where the interval analysis
+(`ir/ranges.py` over the emitter's proven ranges) cannot show that a result fits its type, it goes
+through `tc::wrap_*` (unsigned arithmetic: C's signed overflow is undefined and NVRTC folds
+`x + 1 > x` to true), else it prints as plain C. `//` and `%` are floor division and modulo:
+plain `/` and `%` where both operands are proven non-negative, `tc::floordiv`/`floormod`
+otherwise. `T.max`/`T.min` propagate NaN (`tc::maximum`: PTX max.NaN).
+
+    x // 4  (x in [0, 127])      ->  (x_ / 4)
+    x // 4  (x a loaded value)   ->  tc::floordiv<int>(x_, 4)
+    a + b   (int8 values)        ->  tc::wrap_add<signed char>(a_, b_)
 """
 
 from __future__ import annotations
@@ -10,6 +19,8 @@ from __future__ import annotations
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.dtypes import resolve
 from tilecraft.ir import BinOp, BufferLoad, Call, Cast, Compare, Const, Not, Select, Var
+from tilecraft.ir.expr import promote
+from tilecraft.ir.ranges import bound
 
 CTYPES = {
     "float32": "float", "float64": "double", "float16": "half", "bfloat16": "__nv_bfloat16",
@@ -28,6 +39,13 @@ MATH_F32 = {"exp": "expf", "exp2": "tc::exp2_approx", "log": "logf", "log2": "lo
             "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "sin": "sinf", "cos": "cosf",
             "tan": "tanf", "erf": "erff", "floor": "floorf", "ceil": "ceilf", "trunc": "truncf",
             "round": "rintf", "abs": "fabsf", "pow": "powf", "sigmoid": "tc::sigmoid"}
+# float64 computes in double (CUDA's accurate functions; exp2 too)
+MATH_F64 = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10",
+            "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh", "sin": "sin", "cos": "cos",
+            "tan": "tan", "erf": "erf", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
+            "round": "rint", "abs": "fabs", "pow": "pow", "sigmoid": "tc::sigmoid"}
+
+_WRAP = {"+": "tc::wrap_add", "-": "tc::wrap_sub", "*": "tc::wrap_mul"}
 
 
 def ctype(dtype) -> str:
@@ -55,13 +73,44 @@ def float_literal(v: float) -> str:
     return (r if ("e" in r or "." in r) else r + ".0") + "f"
 
 
-class ExprPrinter:
-    """Prints expressions; `load` is called for BufferLoads (it knows where buffers live)."""
+def double_literal(v: float) -> str:
+    if v != v:
+        return "__longlong_as_double(0x7ff8000000000000ll)"
+    if v in (float("inf"), float("-inf")):
+        return ("-" if v < 0 else "") + "tc::infinity<double>()"
+    r = repr(float(v))
+    return r if ("e" in r or "." in r) else r + ".0"
 
-    def __init__(self, names, load):
+
+def int_literal(v: int, dtype) -> str:
+    """An integer constant of `dtype` in C (the type's minimum cannot be written as a literal)."""
+    if dtype.kind == "uint":
+        return f"{v}ull" if dtype.bits == 64 else f"{v}u"
+    if dtype.bits == 64:
+        return "(-9223372036854775807LL - 1)" if v == -(1 << 63) else f"{v}LL"
+    return "(-2147483647 - 1)" if v == -(1 << 31) else str(v)
+
+
+def value_type(a, b):
+    """The integer type holding every value of integer types `a` and `b`; None for uint64 with a
+    signed type (the interpreter's rule, interp/arith.py)."""
+    if a.kind == b.kind:
+        return a if a.bits >= b.bits else b
+    u, s = (a, b) if a.kind == "uint" else (b, a)
+    if u.bits < s.bits:
+        return s
+    return INT64 if u.bits < 64 else None
+
+
+class ExprPrinter:
+    """Prints expressions; `load` is called for BufferLoads (it knows where buffers live) and
+    `ranges` holds the emitter's proven intervals of variables (a live dict, read at print time)."""
+
+    def __init__(self, names, load, ranges: dict | None = None):
         self.names = names  # Var -> C name
         self.load = load  # (BufferLoad) -> C expression
-        # integer arithmetic in 64 bits (the index of a 1-D tensor of 2^31 elements or more):
+        self.ranges = ranges if ranges is not None else {}
+        # integer arithmetic in 64 bits (the index of a tensor of 2^31 elements or more):
         # variables are widened and 8-32-bit integer operations computed as `long long`
         self.wide = False
 
@@ -89,7 +138,7 @@ class ExprPrinter:
         if isinstance(e, Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
         if isinstance(e, Compare):
-            return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+            return self.compare(e)
         if isinstance(e, BinOp):
             return self.binop(e)
         if isinstance(e, Call):
@@ -103,44 +152,106 @@ class ExprPrinter:
         if t.name == "float32":
             return float_literal(e.value)
         if t.name == "float64":
-            return repr(float(e.value))
+            return double_literal(e.value)
         if t.is_float:
             return f"tc::cast<{ctype(t)}>({float_literal(e.value)})"
-        if t.name == "int64":
-            return f"{int(e.value)}LL"
-        if t.name.startswith("uint"):
-            return f"{int(e.value)}u"
-        return str(int(e.value))
+        return int_literal(int(e.value), t)
+
+    def _operand(self, x, t) -> str:
+        """`x` printed and converted to `t` where its dtype differs (as the IR promotes)."""
+        s = self.expr(x)
+        return s if self._t(x.dtype) == t else f"tc::cast<{ctype(t)}>({s})"
+
+    def compare(self, e: Compare) -> str:
+        """Mixed integer types compare by value (uint32 7 > int32 -1, unlike C); otherwise both
+        sides convert like arithmetic operands."""
+        ta, tb = e.a.dtype, e.b.dtype
+        if not (ta.is_integer and tb.is_integer and ta != tb):
+            t = self._t(promote(ta, tb))
+            return f"({self._operand(e.a, t)} {e.op} {self._operand(e.b, t)})"
+        vt = value_type(ta, tb)
+        if vt is not None:
+            t = self._t(vt)
+            return f"({self._operand(e.a, t)} {e.op} {self._operand(e.b, t)})"
+        u64 = resolve("uint64")  # uint64 against a signed type: test the sign first
+        a, b = self._operand(e.a, u64), self._operand(e.b, u64)
+        neg, flip = (self.expr(e.b), False) if ta.kind == "uint" else (self.expr(e.a), True)
+        if_negative = {"<": flip, "<=": flip, ">": not flip, ">=": not flip, "==": False,
+                       "!=": True}[e.op]
+        return f"({neg} < 0 ? {'true' if if_negative else 'false'} : ({a} {e.op} {b}))"
 
     def binop(self, e: BinOp) -> str:
-        a, b, op = self.expr(e.a), self.expr(e.b), e.op
+        op = e.op
+        if op in ("and", "or"):
+            return f"({self.expr(e.a)} {'&&' if op == 'and' else '||'} {self.expr(e.b)})"
         t = self._t(e.dtype)
-        if op not in ("and", "or", "<<", ">>"):  # mixed operands: convert like the IR promotes
-            if self._t(e.a.dtype) != t:
-                a = f"tc::cast<{ctype(t)}>({a})"
-            if self._t(e.b.dtype) != t:
-                b = f"tc::cast<{ctype(t)}>({b})"
-
+        a, b = self._operand(e.a, t), self._operand(e.b, t)
+        c = ctype(t)
         if op in ("min", "max"):
-            if t.name == "float32":
-                return f"f{op}f({a}, {b})"
-            if is_half(t):
-                return f"__h{op}({a}, {b})"
-            return f"{op}({a}, {b})"
-        if op == "//" and not t.is_float:
-            return f"tc::floordiv<{ctype(t)}>({a}, {b})" if not _nonneg(e) else f"({a} / {b})"
-        if op == "%" and not t.is_float:
-            return f"tc::floormod<{ctype(t)}>({a}, {b})" if not _nonneg(e) else f"({a} % {b})"
-        if op == "//":
-            return f"floorf({a} / {b})"
-        if op == "and":
-            return f"({a} && {b})"
-        if op == "or":
-            return f"({a} || {b})"
-        return f"({a} {op} {b})"
+            return f"tc::{op}imum<{c}>({a}, {b})"
+        if t.is_float:
+            if op in ("//", "%"):
+                return f"tc::{'floordiv' if op == '//' else 'floormod'}<{c}>({a}, {b})"
+            return f"({a} {op} {b})"
+        if op in ("//", "%"):
+            if self._nonneg(e.a) and self._positive(e.b):
+                return f"({a} {'/' if op == '//' else '%'} {b})"
+            return f"tc::{'floordiv' if op == '//' else 'floormod'}<{c}>({a}, {b})"
+        if op == "/":
+            return f"({a} / {b})" if self._safe_divisor(e.b) else f"tc::truncdiv<{c}>({a}, {b})"
+        if op in _WRAP:
+            if self.wide or self._in_range(e) or (t.kind == "uint" and t.bits >= 32):
+                return f"({a} {op} {b})"
+            return f"{_WRAP[op]}<{c}>({a}, {b})"
+        if op in ("<<", ">>"):
+            return self.shift(e, t, a)
+        return f"({a} {op} {b})"  # & | ^: results stay in range
+
+    def shift(self, e: BinOp, t, a: str) -> str:
+        """Counts outside [0, bits) give 0 (<<) or the sign (>>), like numpy and PTX."""
+        n = e.b.value if isinstance(e.b, Const) else None
+        width = max(t.bits, 32)
+        plain = n is not None and 0 <= n < width
+        if e.op == ">>" and plain:
+            return f"({a} >> {n})"
+        if e.op == "<<" and plain and (self.wide or self._in_range(e)
+                                       or (t.kind == "uint" and t.bits >= 32)):
+            return f"({a} << {n})"
+        return f"tc::{'shl' if e.op == '<<' else 'shr'}<{ctype(t)}>({a}, {self.expr(e.b)})"
+
+    # ---- what the interval analysis proves ---------------------------------------------
+    def _range(self, x):
+        return bound(x, self.ranges)
+
+    def _in_range(self, e) -> bool:
+        return self._range(e) is not None  # bound() is None where the result may not fit
+
+    def _nonneg(self, x) -> bool:
+        r = self._range(x)
+        return r is not None and r[0] >= 0
+
+    def _positive(self, x) -> bool:
+        r = self._range(x)
+        return r is not None and r[0] > 0
+
+    def _safe_divisor(self, x) -> bool:
+        """C's `/` is exact unless the divisor may be -1 (MIN / -1 overflows) or the type is
+        narrower than int (the quotient is promoted to int and must wrap)."""
+        if x.dtype.kind == "uint" and x.dtype.bits >= 32:
+            return True
+        r = self._range(x)
+        return r is not None and (r[0] > 0 or r[1] < -1) and x.dtype.bits >= 32
 
     def call(self, e: Call) -> str:
         args = [self.expr(a) for a in e.args]
+        if e.op == "abs" and e.dtype.is_integer:
+            if e.dtype.kind == "uint":
+                return args[0]
+            return f"tc::wrap_abs<{ctype(e.dtype)}>({args[0]})"
+        if e.op == "abs" and is_half(e.dtype):
+            return f"__habs({args[0]})"
+        if e.op in MATH_F32 and e.dtype.name == "float64":
+            return f"{MATH_F64[e.op]}({', '.join(args)})"
         if e.op in MATH_F32:
             fn = MATH_F32[e.op]
             if e.dtype.name == "float32":
@@ -148,25 +259,8 @@ class ExprPrinter:
             if e.dtype.is_float:
                 fargs = ", ".join(f"tc::cast<float>({a})" for a in args)
                 return f"tc::cast<{ctype(e.dtype)}>({fn}({fargs}))"
-            if e.op == "abs":
-                return f"abs({args[0]})"
         if e.op == "fma":
             return f"fmaf({', '.join(args)})"
         if e.op == "infinity":
             return f"tc::infinity<{ctype(e.dtype)}>()"
         raise TilecraftError("TC502", detail=f"function `{e.op}`", hint="")
-
-
-def _nonneg(e: BinOp) -> bool:
-    return isinstance(e.b, Const) and e.b.value > 0 and _maybe_nonneg(e.a)
-
-
-def _maybe_nonneg(e) -> bool:
-    """Index arithmetic on block/loop variables is non-negative; subtraction is not assumed."""
-    if isinstance(e, Const):
-        return e.value >= 0
-    if isinstance(e, Var):
-        return True
-    if isinstance(e, BinOp) and e.op in ("+", "*", "//", "%", "min", "max"):
-        return _maybe_nonneg(e.a) and _maybe_nonneg(e.b)
-    return False

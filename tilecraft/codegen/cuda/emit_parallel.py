@@ -71,7 +71,8 @@ def emit_parallel(em, loop: ParallelLoop) -> None:
 def _element_loop(em, loop: ParallelLoop, lay, body) -> None:
     em.w("#pragma unroll")
     em.open(f"for (int li = 0; li < {lay.local_size}; ++li)")
-    for v, c in zip(loop.vars, frag_coords(lay, "tid", "li")):
+    for v, c, n in zip(loop.vars, frag_coords(lay, "tid", "li"), loop.extents):
+        em.set_range(v, first=0, count=n)  # 0 <= v < n: `v // 2` prints as plain C division
         em.w(f"const int {em.name(v)} = {c};")
     em.stmt(body)
     em.close()

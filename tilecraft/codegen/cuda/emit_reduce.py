@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 
 from tilecraft.diagnostics import TilecraftError
+from tilecraft.dtypes import resolve
 from tilecraft.ir import Reduce
 from tilecraft.passes.smem_liveness import cross_warp_modes
 
@@ -20,19 +21,35 @@ from .cexpr import ctype, zero
 from .indexing import local_map
 
 
+KINDS = ("sum", "abssum", "max", "absmax", "min")
+
+
+def accumulator_dtype(src, dst):
+    """The dtype a reduction computes in (the interpreter's rule too): integers in the wider of
+    `src` and `dst` (wrapping like the GPU); floats in float32, float64 when either side is."""
+    if src.is_integer and dst.is_integer:
+        return dst if dst.bits >= src.bits else src
+    return resolve("float64") if "float64" in (src.name, dst.name) else resolve("float32")
+
+
 def _combine(kind: str, t: str, a: str, b: str) -> str:
     if kind in ("sum", "abssum"):
-        return f"{a} + {b}"
-    op = "max" if kind in ("max", "absmax") else "min"
-    return f"f{op}f({a}, {b})" if t == "float" else f"{op}({a}, {b})"
+        return f"{a} + {b}" if t in ("float", "double") else f"tc::wrap_add<{t}>({a}, {b})"
+    return f"tc::{'maximum' if kind in ('max', 'absmax') else 'minimum'}<{t}>({a}, {b})"
 
 
 def _init(kind: str, t: str) -> str:
-    if kind in ("sum", "abssum", "absmax"):
-        return f"{zero(t)}"
-    sign = "-" if kind == "max" else ""
-    return f"{sign}tc::infinity<{t}>()" if t in ("float", "half", "__nv_bfloat16") else \
-        ("INT_MIN" if kind == "max" else "INT_MAX")
+    """The identity of the combine: 0 for sums, the type's lowest / highest for max / min
+    (absmax too: abs wraps for the minimum of a signed type, as on the interpreter)."""
+    if kind in ("sum", "abssum"):
+        return zero(t)
+    return f"tc::{'highest' if kind == 'min' else 'lowest'}<{t}>()"
+
+
+def _abs(t: str, acc, x: str) -> str:
+    if t in ("float", "double"):
+        return f"{'fabsf' if t == 'float' else 'fabs'}({x})"
+    return x if acc.kind == "uint" else f"tc::wrap_abs<{t}>({x})"
 
 
 def _xor_offsets(modes) -> list[int]:
@@ -56,7 +73,11 @@ def emit_reduce(em, op: Reduce) -> None:
     keep = tuple(d for d in range(len(src.shape)) if d != op.dim)
     if len(dst.shape) == len(src.shape):
         keep = tuple(range(len(src.shape)))
-    t = "float" if src.dtype.name in ("float16", "bfloat16", "float32") else ctype(src.dtype)
+    if op.kind not in KINDS:  # the language refuses other kinds; never build one as a min
+        raise TilecraftError("TC502", span=op.span, detail=f"internal: reduce kind "
+                             f"{op.kind!r}", hint="")
+    acc = accumulator_dtype(src.dtype, dst.dtype)
+    t = ctype(acc)
     offs = _xor_offsets(cross_warp_modes(ls, op.dim))
     if offs is None:
         raise TilecraftError("TC502", span=op.span, detail="a reduction over a layout that is "
@@ -73,7 +94,7 @@ def emit_reduce(em, op: Reduce) -> None:
     m = local_map(ls, ld, keep, op.span) if len(keep) < len(src.shape) else "li"
     x = f"tc::cast<{t}>({em.name_buf(src)}[li])"
     if op.kind in ("abssum", "absmax"):
-        x = f"fabsf({x})" if t == "float" else f"abs({x})"
+        x = _abs(t, acc, x)
     em.w("#pragma unroll")
     em.w(f"for (int li = 0; li < {ls.local_size}; ++li) red[{m}] = "
          f"{_combine(op.kind, t, f'red[{m}]', x)};")

@@ -37,7 +37,7 @@ class KernelEmitter:
         self.uniq = 0
         self.helpers: dict[str, str] = {}  # device functions written before the kernel
         self.uses_wgmma = bool(state.gemm_wgmma)
-        self.p = ExprPrinter(self.name, self.load)
+        self.p = ExprPrinter(self.name, self.load, self.ranges)
         self.wide_lets = wide_let_vars(state.kernel.body) if state.kernel is not None else set()
 
     # ---- output -------------------------------------------------------------------------

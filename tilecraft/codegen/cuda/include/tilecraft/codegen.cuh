@@ -4,15 +4,7 @@
 
 namespace tc {
 
-// Python-style integer division and modulo (round toward negative infinity).
-template <class T> TC_DEVICE T floordiv(T a, T b) {
-  T q = a / b;
-  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-template <class T> TC_DEVICE T floormod(T a, T b) {
-  T r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
+// (floordiv / floormod: math.cuh, with the other arithmetic of the language's semantics)
 
 // Two 16-bit values -> one u32 register (lo in the low half), as mma operands want them.
 TC_DEVICE u32 pack2(__half lo, __half hi) {

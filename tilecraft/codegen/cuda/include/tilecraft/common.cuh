@@ -78,6 +78,44 @@ template <> struct Cast<__nv_bfloat16, float> {
 template <> struct Cast<float, __nv_bfloat16> {
   TC_DEVICE static float run(__nv_bfloat16 x) { return __bfloat162float(x); }
 };
+// Float -> integer: truncate toward zero, saturate to the type's range, NaN -> 0 (PTX cvt.rzi
+// does this for 32/64-bit results; a plain C++ cast to an 8/16-bit type wraps, and out of range
+// it is undefined behaviour). 16-bit and fp8 floats convert through float (exactly).
+#define TC_F2I(To, F, EXPR)                                                                    \
+  template <> struct Cast<To, F> { TC_DEVICE static To run(F x) { return EXPR; } };
+#define TC_F2I_ALL(F, W)                                                                       \
+  TC_F2I(int, F, __##W##2int_rz(x))                                                            \
+  TC_F2I(unsigned, F, __##W##2uint_rz(x))                                                      \
+  TC_F2I(long long, F, __##W##2ll_rz(x))                                                       \
+  TC_F2I(unsigned long long, F, __##W##2ull_rz(x))                                             \
+  TC_F2I(signed char, F, (signed char)max(-128, min(127, __##W##2int_rz(x))))                  \
+  TC_F2I(short, F, (short)max(-32768, min(32767, __##W##2int_rz(x))))                          \
+  TC_F2I(unsigned char, F, (unsigned char)min(255u, __##W##2uint_rz(x)))                       \
+  TC_F2I(unsigned short, F, (unsigned short)min(65535u, __##W##2uint_rz(x)))
+TC_F2I_ALL(float, float)
+TC_F2I_ALL(double, double)
+#undef TC_F2I_ALL
+template <class To> struct CastViaFloat {
+  template <class F> TC_DEVICE static To run(F x) { return Cast<To, float>::run(static_cast<float>(x)); }
+};
+#define TC_F2I_VIA_FLOAT(F)                                                                    \
+  TC_F2I(int, F, CastViaFloat<int>::run(x))                                                    \
+  TC_F2I(unsigned, F, CastViaFloat<unsigned>::run(x))                                          \
+  TC_F2I(long long, F, CastViaFloat<long long>::run(x))                                        \
+  TC_F2I(unsigned long long, F, CastViaFloat<unsigned long long>::run(x))                      \
+  TC_F2I(signed char, F, CastViaFloat<signed char>::run(x))                                    \
+  TC_F2I(short, F, CastViaFloat<short>::run(x))                                                \
+  TC_F2I(unsigned char, F, CastViaFloat<unsigned char>::run(x))                                \
+  TC_F2I(unsigned short, F, CastViaFloat<unsigned short>::run(x))
+TC_F2I_VIA_FLOAT(__half)
+TC_F2I_VIA_FLOAT(__nv_bfloat16)
+#ifndef TC_NO_FP8
+TC_F2I_VIA_FLOAT(__nv_fp8_e4m3)
+TC_F2I_VIA_FLOAT(__nv_fp8_e5m2)
+#endif
+#undef TC_F2I_VIA_FLOAT
+#undef TC_F2I
+
 template <class To, class From>
 TC_DEVICE To cast(From x) { return Cast<To, From>::run(x); }
 

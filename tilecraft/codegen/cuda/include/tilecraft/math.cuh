@@ -44,6 +44,7 @@ TC_DEVICE float exp_approx(float x) { return exp2_approx(x * kLog2e); }
 TC_DEVICE float log_approx(float x) { return log2_approx(x) * kLn2; }
 TC_DEVICE float sigmoid_approx(float x) { return fmaf(0.5f, tanh_approx(0.5f * x), 0.5f); }
 TC_DEVICE float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+TC_DEVICE double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 TC_DEVICE float silu(float x) { return x * sigmoid(x); }
 TC_DEVICE float gelu_tanh(float x) {
   const float k0 = 0.7978845608028654f, k1 = 0.044715f;
@@ -52,9 +53,141 @@ TC_DEVICE float gelu_tanh(float x) {
 
 template <class T> TC_DEVICE T infinity();
 template <> TC_DEVICE float infinity<float>() { return __int_as_float(0x7f800000); }
+template <> TC_DEVICE double infinity<double>() { return __longlong_as_double(0x7ff0000000000000ll); }
 template <> TC_DEVICE __half infinity<__half>() { return __ushort_as_half(0x7c00); }
 template <> TC_DEVICE __nv_bfloat16 infinity<__nv_bfloat16>() {
   return __ushort_as_bfloat16(0x7f80);
 }
+
+
+// ---- Arithmetic with the language's semantics (docs/language.md, "Semantics") ------------------
+// Integers wrap modulo 2^bits (two's complement), computed in the unsigned type so that no signed
+// overflow (undefined in C++, and exploited by NVRTC: `x + 1 > x` folds to true) is left.
+
+template <class T> struct IntTraits;  // U: the unsigned type T computes in after promotion
+#define TC_INT_TRAITS(T, UT, SIGNED, LO, HI)                                                      \
+  template <> struct IntTraits<T> {                                                             \
+    typedef UT U;                                                                               \
+    static constexpr bool is_signed = SIGNED;                                                   \
+    static constexpr int bits = 8 * sizeof(UT);                                                 \
+    TC_DEVICE static T lowest() { return LO; }                                                  \
+    TC_DEVICE static T highest() { return HI; }                                                 \
+  };
+TC_INT_TRAITS(signed char, unsigned, true, -128, 127)
+TC_INT_TRAITS(short, unsigned, true, -32768, 32767)
+TC_INT_TRAITS(int, unsigned, true, -2147483647 - 1, 2147483647)
+TC_INT_TRAITS(long long, unsigned long long, true, -9223372036854775807ll - 1,
+              9223372036854775807ll)
+TC_INT_TRAITS(unsigned char, unsigned, false, 0, 255)
+TC_INT_TRAITS(unsigned short, unsigned, false, 0, 65535)
+TC_INT_TRAITS(unsigned, unsigned, false, 0u, 4294967295u)
+TC_INT_TRAITS(unsigned long long, unsigned long long, false, 0ull, 18446744073709551615ull)
+#undef TC_INT_TRAITS
+
+template <class T> TC_DEVICE T wrap_add(T a, T b) {
+  typedef typename IntTraits<T>::U U;
+  return T(U(a) + U(b));
+}
+template <class T> TC_DEVICE T wrap_sub(T a, T b) {
+  typedef typename IntTraits<T>::U U;
+  return T(U(a) - U(b));
+}
+template <class T> TC_DEVICE T wrap_mul(T a, T b) {
+  typedef typename IntTraits<T>::U U;
+  return T(U(a) * U(b));
+}
+template <class T> TC_DEVICE T wrap_abs(T a) { return a < T(0) ? wrap_sub(T(0), a) : a; }
+// Shifts by a count outside [0, bits): << gives 0, >> gives the sign (0 or -1), like numpy and
+// like PTX shl/shr, which clamp the count.
+template <class T, class S> TC_DEVICE T shl(T a, S n) {
+  typedef typename IntTraits<T>::U U;
+  return (unsigned long long)(long long)n < IntTraits<T>::bits ? T(U(a) << n) : T(0);
+}
+template <class T, class S> TC_DEVICE T shr(T a, S n) {
+  if ((unsigned long long)(long long)n < IntTraits<T>::bits) return T(a >> n);
+  if constexpr (IntTraits<T>::is_signed) return a < T(0) ? T(-1) : T(0);
+  return T(0);
+}
+
+// `/` of integers truncates toward zero (C); MIN / -1 wraps to MIN instead of trapping.
+template <class T> TC_DEVICE T truncdiv(T a, T b) {
+  if constexpr (IntTraits<T>::is_signed) {
+    if (b == T(-1)) return wrap_sub(T(0), a);
+  }
+  return T(a / b);
+}
+// `//` and `%`: floor division and modulo (Python, TVM floordiv/floormod) for integers; for
+// floats floor(a / b) and a - floor(a / b) * b, each step rounded (no fma contraction).
+template <class T> TC_DEVICE T floordiv(T a, T b) {
+  if constexpr (IntTraits<T>::is_signed) {
+    if (b == T(-1)) return wrap_sub(T(0), a);
+    const T q = T(a / b), r = T(a % b);
+    return (r != 0 && ((r ^ b) < 0)) ? T(q - 1) : q;
+  }
+  return T(a / b);
+}
+template <class T> TC_DEVICE T floormod(T a, T b) {
+  if constexpr (IntTraits<T>::is_signed) {
+    if (b == T(-1)) return T(0);
+    const T r = T(a % b);
+    return (r != 0 && ((r ^ b) < 0)) ? T(r + b) : r;
+  }
+  return T(a % b);
+}
+template <> TC_DEVICE float floordiv<float>(float a, float b) { return floorf(__fdiv_rn(a, b)); }
+template <> TC_DEVICE float floormod<float>(float a, float b) {
+  return __fsub_rn(a, __fmul_rn(floorf(__fdiv_rn(a, b)), b));
+}
+template <> TC_DEVICE double floordiv<double>(double a, double b) { return floor(__ddiv_rn(a, b)); }
+template <> TC_DEVICE double floormod<double>(double a, double b) {
+  return __dsub_rn(a, __dmul_rn(floor(__ddiv_rn(a, b)), b));
+}
+template <> TC_DEVICE __half floordiv<__half>(__half a, __half b) { return hfloor(__hdiv(a, b)); }
+template <> TC_DEVICE __half floormod<__half>(__half a, __half b) {
+  return __hsub_rn(a, __hmul_rn(hfloor(__hdiv(a, b)), b));
+}
+template <> TC_DEVICE __nv_bfloat16 floordiv<__nv_bfloat16>(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return hfloor(__hdiv(a, b));
+}
+template <> TC_DEVICE __nv_bfloat16 floormod<__nv_bfloat16>(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return __hsub_rn(a, __hmul_rn(hfloor(__hdiv(a, b)), b));
+}
+
+// T.max / T.min and reduce_max/min: NaN-propagating (numpy.maximum, torch.maximum): if either
+// operand is NaN the result is NaN. One instruction on sm_80+ (max.NaN / min.NaN).
+template <class T> TC_DEVICE T maximum(T a, T b) { return a < b ? b : a; }
+template <class T> TC_DEVICE T minimum(T a, T b) { return b < a ? b : a; }
+template <> TC_DEVICE float maximum<float>(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+template <> TC_DEVICE float minimum<float>(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+template <> TC_DEVICE double maximum<double>(double a, double b) {
+  return (a > b || a != a) ? a : b;  // b NaN: the comparison fails and b is the result
+}
+template <> TC_DEVICE double minimum<double>(double a, double b) {
+  return (a < b || a != a) ? a : b;
+}
+template <> TC_DEVICE __half maximum<__half>(__half a, __half b) { return __hmax_nan(a, b); }
+template <> TC_DEVICE __half minimum<__half>(__half a, __half b) { return __hmin_nan(a, b); }
+template <> TC_DEVICE __nv_bfloat16 maximum<__nv_bfloat16>(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return __hmax_nan(a, b);
+}
+template <> TC_DEVICE __nv_bfloat16 minimum<__nv_bfloat16>(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return __hmin_nan(a, b);
+}
+
+// The identities of reduce_max / reduce_min: the type's lowest / highest value (-inf / +inf).
+template <class T> TC_DEVICE T lowest() { return IntTraits<T>::lowest(); }
+template <class T> TC_DEVICE T highest() { return IntTraits<T>::highest(); }
+template <> TC_DEVICE float lowest<float>() { return -infinity<float>(); }
+template <> TC_DEVICE float highest<float>() { return infinity<float>(); }
+template <> TC_DEVICE double lowest<double>() { return -infinity<double>(); }
+template <> TC_DEVICE double highest<double>() { return infinity<double>(); }
 
 }  // namespace tc

@@ -4,27 +4,19 @@
 // Example: the 4 lanes of an mma accumulator row quad: warp_reduce<4, 1>(v, SumOp()).
 #pragma once
 #include "tilecraft/common.cuh"
+#include "tilecraft/math.cuh"
 
 namespace tc {
 
 struct SumOp {
   template <class T> TC_DEVICE T operator()(T a, T b) const { return a + b; }
 };
+// NaN-propagating (tc::maximum / tc::minimum, math.cuh): a NaN in any lane reaches every lane.
 struct MaxOp {
-  TC_DEVICE float operator()(float a, float b) const { return fmaxf(a, b); }
-  TC_DEVICE int operator()(int a, int b) const { return max(a, b); }
-  TC_DEVICE __half operator()(__half a, __half b) const { return __hmax(a, b); }
-  TC_DEVICE __nv_bfloat16 operator()(__nv_bfloat16 a, __nv_bfloat16 b) const {
-    return __hmax(a, b);
-  }
+  template <class T> TC_DEVICE T operator()(T a, T b) const { return maximum<T>(a, b); }
 };
 struct MinOp {
-  TC_DEVICE float operator()(float a, float b) const { return fminf(a, b); }
-  TC_DEVICE int operator()(int a, int b) const { return min(a, b); }
-  TC_DEVICE __half operator()(__half a, __half b) const { return __hmin(a, b); }
-  TC_DEVICE __nv_bfloat16 operator()(__nv_bfloat16 a, __nv_bfloat16 b) const {
-    return __hmin(a, b);
-  }
+  template <class T> TC_DEVICE T operator()(T a, T b) const { return minimum<T>(a, b); }
 };
 
 template <int Threads = 32, int Stride = 1, class T, class Op>
