@@ -108,7 +108,32 @@ def dtype_handle_two_values():
     return k
 
 
+def scale(x, factor=2.0):
+    return x * factor
+
+
+def helper_unknown_keyword():
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A[bx] = scale(A[bx], factr=3.0)  # ERR
+
+    return k
+
+
+def layout_function_unknown_keyword():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((64, 64), "float16")
+            T.annotate_layout({S: T.layout.make_swizzled_layout(S, swizzle_byte=128)})  # ERR
+
+    return k
+
+
 @pytest.mark.parametrize("factory, close", [
+    (helper_unknown_keyword, "factor"),
+    (layout_function_unknown_keyword, "swizzle_bytes"),
     (gemm_lowercase_transpose, "transpose_B"),
     (pipelined_num_stage, "num_stages"),
     (kernel_unknown_keyword, "threads"),

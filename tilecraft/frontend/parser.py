@@ -23,6 +23,8 @@ from tilecraft.ir import (Break, Buffer, BufferLoad, BufferRegion, BufferStore, 
                           as_expr, cast, index_buffer)
 from tilecraft.ir.expr import BinOp, Compare, Not, Select
 
+from tilecraft.language.surface import check_call
+
 from .builder import Builder, KernelFrameInfo, building, seq
 from .frames import KernelFrame, LoopFrame, TensorSpec
 from .source import SourceInfo, parse_function_source
@@ -583,6 +585,7 @@ class KernelParser:
 
             return serial(*args)
         args = [as_expr(a) if isinstance(a, BufferLoad) else a for a in args]
+        check_call(fn, args, kwargs)  # TC111/TC112 at this line, not Python's TypeError
         return fn(*args, **kwargs)
 
 

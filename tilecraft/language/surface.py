@@ -188,7 +188,39 @@ def strict(fn: Callable, name: str) -> Callable:
             return fn(*args, **kwargs)
 
     wrapper.__signature__ = sig  # type: ignore[attr-defined]
-    return entry_point(wrapper)
+    checked = entry_point(wrapper)
+    checked.__tc_strict__ = True  # type: ignore[attr-defined]
+    return checked
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(fn: Callable) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None
+
+
+def check_call(fn: Any, args: list, kwargs: dict) -> None:
+    """TC111/TC112 at the current line when `fn(*args, **kwargs)` does not fit `fn`'s signature
+    (a helper function or a tilecraft.layout function called in a kernel), instead of
+    Python's TypeError; the language's own functions check themselves (`strict`)."""
+    if getattr(fn, "__tc_strict__", False) or not callable(fn):
+        return
+    try:
+        sig = _signature(fn)
+    except TypeError:  # unhashable callable
+        return
+    if sig is None:
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as err:
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        module = getattr(fn, "__module__", "") or ""
+        if module.startswith("tilecraft.layout"):
+            name = f"T.layout.{name}"
+        raise _bad_call(name, sig, tuple(args), kwargs, err) from None
 
 
 def int_arg(value: Any, what: str, *, device: bool = True) -> Any:
