@@ -11,6 +11,7 @@ from tilecraft import interp
 from tilecraft.dtypes import int64
 from tilecraft.ir import BinOp, Var
 from tilecraft.ir.indices import widen
+from tests.codegen.test_atomics_in_parallel import binned, column_sums, counters, row_sums
 from tests.codegen.test_index64_multidim import corner, corner_reference
 
 
@@ -65,3 +66,52 @@ def test_widen_computes_every_integer_operation_in_int64():
     e = widen(BinOp.create("+", BinOp.create("*", i, 2**20), j))
     assert e.dtype == int64 and e.a.dtype == int64 and e.a.a.dtype == int64
     assert e.a.b.dtype == int64 and e.b.dtype == int64
+
+
+# ---- atomics: once per logical element ----------------------------------------------------
+
+def _binned_reference(kind: str, a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    out = c.astype(np.int64)
+    fn = {"add": np.add, "max": np.maximum, "min": np.minimum}[kind]
+    for b, i, j in zip(*np.nonzero(a)):
+        out[(i + j) % 8] = fn(out[(i + j) % 8], a[b, i, j])
+    return out
+
+
+def test_an_atomic_add_inside_parallel_adds_every_element_once():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((4, 64)).astype(np.float32)
+    c = rng.standard_normal(64).astype(np.float32)
+    want = c.astype(np.float64) + a.astype(np.float64).sum(0)
+    column_sums()(a, c)
+    np.testing.assert_allclose(c, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["add", "max", "min"])
+def test_masked_atomics_with_many_elements_per_address(kind):
+    rng = np.random.default_rng(3)
+    a = rng.integers(-5, 6, (2, 16, 32)).astype(np.int32)
+    c = rng.integers(-5, 6, 8).astype(np.int32)
+    want = _binned_reference(kind, a, c)
+    binned(kind, "int32")(a, c)
+    assert np.array_equal(c, want)
+
+
+def test_integer_atomics_wrap_like_the_gpu():
+    a = np.full((2, 16, 32), 3, np.int8)
+    c = np.zeros(8, np.int8)
+    binned("add", "int8")(a, c)  # 128 hits of 3 per bin: 384 wraps to -128
+    assert (c == -128).all()
+
+
+def test_a_block_level_scalar_atomic_acts_once_per_block():
+    c = np.zeros(129, np.int32)
+    counters()(c)
+    assert c[0] == 3 and not c[1:].any()
+
+
+def test_a_tile_atomic_from_a_reduced_fragment_adds_each_row_once():
+    a = np.random.default_rng(4).standard_normal((2, 64, 64)).astype(np.float32)
+    c = np.ones(64, np.float32)
+    row_sums()(a, c)
+    np.testing.assert_allclose(c, 1 + a.astype(np.float64).sum((0, 2)), rtol=1e-5, atol=1e-5)

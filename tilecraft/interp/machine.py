@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilecraft.diagnostics import TilecraftError, at_span
-from tilecraft.ir import (Allocate, Break, Buffer, BufferStore, Evaluate, For, If, KernelLaunch,
-                          LetStmt, ParallelLoop, PrimFunc, SeqStmt, Stmt, TileOp, Var, While)
+from tilecraft.ir import (Allocate, Atomic, Break, Buffer, BufferRegion, BufferStore, Evaluate, For,
+                          If, KernelLaunch, LetStmt, ParallelLoop, PrimFunc, SeqStmt, Stmt, TileOp,
+                          Var, While)
 
 from . import nan_check
 from .evaluate import Evaluator
@@ -175,7 +176,8 @@ class Machine:
     def tile_op(self, s: TileOp) -> None:
         from .ops import run_tile_op
 
-        if self.mask is not None or self.par_axes:
+        element_wise = isinstance(s, Atomic) and not isinstance(s.src, BufferRegion)
+        if (self.mask is not None or self.par_axes) and not element_wise:
             raise TilecraftError("TC108", detail=f"T.{s.op_name} inside T.Parallel or a "
                                  "per-element `if`", hint="tile operations run on whole tiles; "
                                  "move it out of the element-wise loop")

@@ -2,7 +2,8 @@
 
   * every buffer used is a parameter or allocated in an enclosing block before the use;
   * every variable used is defined (parameter, dynamic dim, block/thread index, loop, let);
-  * allocations and tile ops sit inside `T.Kernel`; tile ops never inside `T.Parallel`;
+  * allocations and tile ops sit inside `T.Kernel`; tile ops never inside `T.Parallel` (but
+    atomics on one element, which act per element);
   * stores and loads give one index per dimension.
 Violations are TilecraftErrors (TC504) at the offending statement's line.
 """
@@ -12,11 +13,11 @@ from __future__ import annotations
 from tilecraft.diagnostics import TilecraftError, at_span
 
 from .buffer import Buffer
-from .expr import BufferLoad, Var
+from .expr import BufferLoad, Expr, Var
 from .func import PrimFunc
 from .stmt import (Allocate, BufferStore, For, If, KernelLaunch, LetStmt, ParallelLoop, SeqStmt,
                    Stmt, While)
-from .tileops import AnnotateLayout, TileOp
+from .tileops import AnnotateLayout, Atomic, TileOp
 from .visitor import stmt_exprs, walk_expr
 
 
@@ -104,7 +105,7 @@ class _Verifier:
             elif isinstance(s, TileOp):
                 if not self.in_kernel:
                     self.fail(f"T.{s.op_name} outside T.Kernel")
-                if self.in_parallel:
+                if self.in_parallel and not (isinstance(s, Atomic) and isinstance(s.src, Expr)):
                     self.fail(f"T.{s.op_name} inside T.Parallel")
                 for r in s.reads() + s.writes():
                     self.check_buffer(r.buffer)

@@ -41,17 +41,26 @@ def emit_fill(em, op: Fill) -> None:
         _chunk_loop(em, math.prod(shape), body)
 
 
-ATOMIC_FN = {"add": "atomicAdd", "max": "tc::atomic_max", "min": "tc::atomic_min"}
-
-
 def emit_atomic(em, op: Atomic) -> None:
+    """Scalar form: inside T.Parallel once per logical element (the thread owning the element's
+    canonical replica), outside once per block (thread 0) unless it depends on the thread.
+    Tile form from a fragment: each element once, from its canonical replica."""
     d = op.dst.buffer
-    fn = ATOMIC_FN[op.kind]
+    fn = f"tc::atomic_{op.kind}"
     em.comment(op, f"T.atomic_{op.kind} -> {d.name}")
+    if d.scope not in ("global", "shared"):
+        raise TilecraftError("TC502", span=op.span, detail=f"T.atomic_{op.kind} on `{d.name}` "
+                             f"({d.scope})", hint="atomics act on global or shared memory")
     if not isinstance(op.src, BufferRegion):
         idx = em.index_exprs(d, op.dst.starts)
-        em.w(f"{fn}(&{_mem_ptr(em, d)}[{em.flat_index(d, idx)}], "
-             f"tc::cast<{ctype(d.dtype)}>({em.p(op.src)}));")
+        call = (f"{fn}(&{_mem_ptr(em, d)}[{em.flat_index(d, idx)}], "
+                f"tc::cast<{ctype(d.dtype)}>({em.p(op.src)}));")
+        if em.in_parallel:
+            guard = em.owner
+        else:
+            exprs = [*op.dst.starts, op.src]
+            guard = None if em.per_thread(exprs) else "tid == 0"
+        em.w(f"if ({guard}) {call}" if guard else call)
         return
     s = op.src.buffer
     if s.scope != "fragment":

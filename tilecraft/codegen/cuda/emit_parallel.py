@@ -9,17 +9,18 @@ causal mask) tests the margin's range over the tile once: most tiles take the al
 branch, only tiles the boundary crosses select per element.
 Fragments use their registers (the index folds to a constant after unrolling); memory buffers
 use the logical index. With a replicated layout, only one thread of each replica group writes
-memory.
+memory or applies an atomic (an atomic inside T.Parallel acts once per logical element).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from tilecraft.ir import BinOp, BufferStore, Compare, ParallelLoop, Select, Var
+from tilecraft.ir import Atomic, BinOp, BufferStore, Compare, ParallelLoop, Select, Var
 from tilecraft.ir.simplify import linear_form
 from tilecraft.ir.visitor import walk, walk_expr
 
+from .emitter import MEMORY
 from .indexing import frag_coords, local_map, replica_index
 
 
@@ -41,9 +42,17 @@ def emit_parallel(em, loop: ParallelLoop) -> None:
     em.comment(loop, f"T.Parallel{tuple(loop.extents)}: {lay.local_size} per thread, {lay}")
     saved = bind_fragments(em, loop, lay, parallel_accesses(loop))
     rep = replica_index(lay, "tid")
-    mem_store = any(isinstance(s, BufferStore) and s.buffer.scope != "fragment"
-                    for s in walk(loop.body))
-    guard = rep is not None and mem_store
+    body = list(walk(loop.body))
+    mem_write = any(isinstance(s, Atomic) or isinstance(s, BufferStore) and s.buffer.scope in
+                    MEMORY for s in body)
+    own_write = any(isinstance(s, BufferStore) and s.buffer.scope not in MEMORY for s in body)
+    # replicas hold the same elements: memory is written (an atomic applied) once per element,
+    # by the canonical replica; if every replica must still update its own registers, only the
+    # memory writes are guarded, else the other replicas skip the loop
+    guard = rep is not None and mem_write and not own_write
+    saved_flags = em.in_parallel, em.owner
+    em.in_parallel = True
+    em.owner = f"{rep} == 0" if rep is not None and mem_write and own_write else None
     if guard:
         em.open(f"if ({rep} == 0)")
     split = _uniform_select(em, loop)
@@ -66,6 +75,7 @@ def emit_parallel(em, loop: ParallelLoop) -> None:
     if guard:
         em.close()
     em.frag_local = saved
+    em.in_parallel, em.owner = saved_flags
 
 
 def _element_loop(em, loop: ParallelLoop, lay, body) -> None:

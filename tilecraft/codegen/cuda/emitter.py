@@ -10,8 +10,8 @@ memory end with one (write-after-read across iterations).
 from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import (Allocate, Break, Buffer, BufferLoad, BufferStore, Evaluate, For, If,
-                          LetStmt, ParallelLoop, SeqStmt, TileOp, Var, While)
+from tilecraft.ir import (Allocate, Atomic, Break, Buffer, BufferLoad, BufferRegion, BufferStore,
+                          Evaluate, For, If, LetStmt, ParallelLoop, SeqStmt, TileOp, Var, While)
 from tilecraft.ir.indices import needs_64bit_index, wide_let_vars
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
@@ -37,6 +37,12 @@ class KernelEmitter:
         self.uniq = 0
         self.helpers: dict[str, str] = {}  # device functions written before the kernel
         self.uses_wgmma = bool(state.gemm_wgmma)
+        self.in_parallel = False  # inside a T.Parallel element loop
+        # there, with a replicated layout: C condition of the one thread per replica group that
+        # writes memory (stores, atomics) for its elements; None: every thread writes its own
+        self.owner: str | None = None
+        self.thread_branch = 0  # depth of control flow whose condition depends on the thread
+        self.thread_values = _thread_values(state.kernel) if state.kernel is not None else set()
         self.p = ExprPrinter(self.name, self.load, self.ranges)
         self.wide_lets = wide_let_vars(state.kernel.body) if state.kernel is not None else set()
 
@@ -138,6 +144,21 @@ class KernelEmitter:
 
     # ---- statements -----------------------------------------------------------------------
     def stmt(self, s) -> None:
+        # control flow on the thread index: what it holds runs per thread (scalar atomics too)
+        per = isinstance(s, (If, While, For)) and self.per_thread(stmt_exprs(s))
+        self.thread_branch += per
+        try:
+            self._stmt(s)
+        finally:
+            self.thread_branch -= per
+
+    def per_thread(self, exprs) -> bool:
+        """Code with `exprs` runs per thread: they read the thread index (directly or through
+        lets), or an enclosing condition or loop does."""
+        return bool(self.thread_branch) or any(
+            isinstance(x, Var) and x in self.thread_values for e in exprs for x in walk_expr(e))
+
+    def _stmt(self, s) -> None:
         from .emitters import EMITTERS
 
         if isinstance(s, SeqStmt):
@@ -149,6 +170,10 @@ class KernelEmitter:
             self.sync()  # a scalar store to shared memory must land before anyone reads it
             # (or overwrites it: the tile write that follows must win)
         fn = EMITTERS.get(type(s))
+        if self.in_parallel and isinstance(s, TileOp) and not _element_wise(s):
+            raise TilecraftError("TC108", span=s.span, detail=f"T.{s.op_name} inside T.Parallel "
+                                 "or a per-element `if`", hint="tile operations run on whole "
+                                 "tiles; move it out of the element-wise loop")
         if fn is not None:
             writes_shared = _writes_shared(s)
             if writes_shared and self.read_since_sync:
@@ -173,7 +198,8 @@ class KernelEmitter:
             ws = s.buffer.scope == "shared"
             if ws and self.read_since_sync:
                 self.sync()
-            self.w(f"{self.ref(s.buffer, self.index_exprs(s.buffer, s.indices))} = "
+            guard = f"if ({self.owner}) " if self.owner and s.buffer.scope in MEMORY else ""
+            self.w(f"{guard}{self.ref(s.buffer, self.index_exprs(s.buffer, s.indices))} = "
                    f"{self._store_value(s.buffer, s.value)};")
             self.write_pending = self.write_pending or ws
         elif isinstance(s, If):
@@ -263,12 +289,35 @@ class KernelEmitter:
         self.write_pending = self.write_pending or _store_before_break(s.body)
 
 
+MEMORY = ("global", "shared")
+
+
+def _thread_values(kernel) -> set[Var]:
+    """The thread index variables (T.get_thread_binding) and the lets computed from them."""
+    out = set(kernel.thread_vars)
+    for s in walk(kernel.body):
+        if isinstance(s, LetStmt) and any(x in out for x in walk_expr(s.value)
+                                          if isinstance(x, Var)):
+            out.add(s.var)
+    return out
+
+
+def _element_wise(s) -> bool:
+    """A tile op that runs per element inside T.Parallel: an atomic on one element."""
+    return isinstance(s, Atomic) and not isinstance(s.src, BufferRegion)
+
+
 def _writes_shared(s) -> bool:
     if isinstance(s, TileOp):
         return any(r.buffer.scope == "shared" for r in s.writes())
     if isinstance(s, ParallelLoop):
-        return any(isinstance(x, BufferStore) and x.buffer.scope == "shared" for x in walk(s))
+        return any(isinstance(x, (BufferStore, Atomic)) and _written(x).scope == "shared"
+                   for x in walk(s))
     return False
+
+
+def _written(s) -> Buffer:
+    return s.buffer if isinstance(s, BufferStore) else s.dst.buffer
 
 
 def _reads_shared(s) -> bool:

@@ -7,6 +7,7 @@ import numpy as np
 from tilecraft.ir import Atomic, BufferRegion, Copy, Fill
 
 from . import rule
+from ..values import store_cast
 from .common import bounds, read, write
 
 
@@ -22,12 +23,42 @@ def fill(m, op: Fill) -> None:
     write(m, op.dst, np.full(extents, m.ev.eval(op.value)))
 
 
+_UFUNC = {"add": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def _wide(t) -> type:
+    """The numpy type an atomic computes in: exact for integers (wrapping like the GPU's once
+    converted back), float64 for floats (rounded once when stored)."""
+    return np.float64 if t.is_float else np.uint64 if t.name == "uint64" else np.int64
+
+
 @rule(Atomic)
 def atomic(m, op: Atomic) -> None:
-    old = read(m, op.dst, squeeze=False).astype(np.float64)
-    if isinstance(op.src, BufferRegion):
-        src = read(m, op.src).astype(np.float64).reshape(old.shape)
-    else:
-        src = np.asarray(m.ev.eval(op.src), dtype=np.float64)
-    fn = {"add": np.add, "max": np.maximum, "min": np.minimum}[op.kind]
-    write(m, op.dst, fn(old, src))
+    """Tile form: dst[...] = dst[...] <op> src element by element. Scalar form: once per logical
+    element of the enclosing T.Parallel (once per block outside one), see `atomic_elements`."""
+    if not isinstance(op.src, BufferRegion):
+        atomic_elements(m, op)
+        return
+    t, w = op.dst.dtype, _wide(op.dst.dtype)
+    old = read(m, op.dst, squeeze=False)
+    src = store_cast(t, read(m, op.src)).reshape(old.shape)  # converted first, as on the GPU
+    write(m, op.dst, _UFUNC[op.kind](old.astype(w), src.astype(w)))
+
+
+def atomic_elements(m, op: Atomic) -> None:
+    """`T.atomic_<kind>(dst[idx], value)` for every active element of the enclosing T.Parallel
+    loops (indices and value broadcast over them, masked by enclosing `if`s): elements that hit
+    the same address all count. The value converts to dst's dtype first, as on the GPU; integer
+    results are exact (wrapping like the GPU's), float sums exact and rounded once."""
+    buf = op.dst.buffer
+    arr, w = m.buffers[buf], _wide(buf.dtype)
+    idx = [m.ev.eval(i) for i in op.dst.starts]
+    mask = m.mask if m.mask is not None else np.True_
+    *idx, value, active = np.broadcast_arrays(*idx, np.asarray(m.ev.eval(op.src)), mask)
+    idx = tuple(np.asarray(i)[active].astype(np.int64) for i in idx)
+    m.ev.check_bounds(buf, idx)
+    flat, inverse = np.unique(np.ravel_multi_index(idx, arr.shape), return_inverse=True)
+    at = np.unravel_index(flat, arr.shape)
+    acc = np.asarray(arr[at]).astype(w)
+    _UFUNC[op.kind].at(acc, inverse.reshape(-1), store_cast(buf.dtype, value[active]).astype(w))
+    arr[at] = store_cast(buf.dtype, acc)

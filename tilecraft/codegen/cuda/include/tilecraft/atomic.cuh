@@ -1,11 +1,96 @@
 // Atomics on global or shared memory for the tile language's atomic_add / atomic_max / atomic_min.
+// tc::atomic_{add,max,min}(T* addr, T v) exist for every standard type: a hardware atomic where
+// there is one, else a compare-and-swap loop on the aligned word holding the element, computing
+// like the interpreter (16-bit and fp8 floats in float, rounded once; integers wrap).
 #pragma once
 #include "tilecraft/common.cuh"
 
 namespace tc {
 
+namespace atomic_detail {
+
+// The value a comparison or a sum is computed on: float for the 8/16-bit float types.
+TC_DEVICE float num(__half x) { return __half2float(x); }
+TC_DEVICE float num(__nv_bfloat16 x) { return __bfloat162float(x); }
+#ifndef TC_NO_FP8
+TC_DEVICE float num(__nv_fp8_e4m3 x) { return float(x); }
+TC_DEVICE float num(__nv_fp8_e5m2 x) { return float(x); }
+#endif
+template <class T> TC_DEVICE T num(T x) { return x; }
+
+template <class T> TC_DEVICE unsigned to_bits(T x) {
+  if constexpr (sizeof(T) == 1) return bit_cast<unsigned char>(x);
+  else if constexpr (sizeof(T) == 2) return bit_cast<unsigned short>(x);
+  else return bit_cast<unsigned>(x);
+}
+template <class T> TC_DEVICE T from_bits(unsigned b) {
+  if constexpr (sizeof(T) == 1) return bit_cast<T>(static_cast<unsigned char>(b));
+  else if constexpr (sizeof(T) == 2) return bit_cast<T>(static_cast<unsigned short>(b));
+  else return bit_cast<T>(b);
+}
+
+// *addr = f(*addr) atomically, by compare-and-swap on the aligned 32- or 64-bit word holding it
+// (1- and 2-byte elements share their word with neighbours, which are left unchanged).
+template <class T, class F>
+TC_DEVICE T update(T* addr, F f) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                "atomics on 1, 2, 4 or 8-byte elements");
+  if constexpr (sizeof(T) == 8) {
+    unsigned long long* w = reinterpret_cast<unsigned long long*>(addr);
+    unsigned long long old = *w, assumed;
+    do {
+      assumed = old;
+      old = atomicCAS(w, assumed, bit_cast<unsigned long long>(f(bit_cast<T>(assumed))));
+    } while (old != assumed);
+    return bit_cast<T>(old);
+  } else {
+    const size_t a = reinterpret_cast<size_t>(addr);
+    unsigned* w = reinterpret_cast<unsigned*>(a & ~size_t(3));
+    const unsigned shift = sizeof(T) == 4 ? 0u : unsigned(a & 3) * 8u;
+    const unsigned mask = sizeof(T) == 4 ? 0xffffffffu : ((1u << (8 * sizeof(T))) - 1u) << shift;
+    unsigned old = *w, assumed;
+    do {
+      assumed = old;
+      const T cur = from_bits<T>((assumed & mask) >> shift);
+      const unsigned next = (assumed & ~mask) | ((to_bits(f(cur)) << shift) & mask);
+      old = atomicCAS(w, assumed, next);
+    } while (old != assumed);
+    return from_bits<T>((old & mask) >> shift);
+  }
+}
+
+}  // namespace atomic_detail
+
+// The general forms (any standard type); the overloads below take the hardware atomics.
+// max/min propagate NaN, as the interpreter's numpy maximum/minimum do.
+template <class T> TC_DEVICE T atomic_add(T* addr, T v) {
+  using atomic_detail::num;
+  return atomic_detail::update(addr, [v](T cur) { return cast<T>(num(cur) + num(v)); });
+}
+template <class T> TC_DEVICE T atomic_max(T* addr, T v) {
+  using atomic_detail::num;
+  return atomic_detail::update(addr, [v](T cur) {
+    return (num(cur) > num(v) || num(cur) != num(cur)) ? cur : v;
+  });
+}
+template <class T> TC_DEVICE T atomic_min(T* addr, T v) {
+  using atomic_detail::num;
+  return atomic_detail::update(addr, [v](T cur) {
+    return (num(cur) < num(v) || num(cur) != num(cur)) ? cur : v;
+  });
+}
+
 TC_DEVICE float atomic_add(float* addr, float v) { return atomicAdd(addr, v); }
+TC_DEVICE double atomic_add(double* addr, double v) { return atomicAdd(addr, v); }
 TC_DEVICE int atomic_add(int* addr, int v) { return atomicAdd(addr, v); }
+TC_DEVICE unsigned atomic_add(unsigned* addr, unsigned v) { return atomicAdd(addr, v); }
+TC_DEVICE unsigned long long atomic_add(unsigned long long* addr, unsigned long long v) {
+  return atomicAdd(addr, v);
+}
+TC_DEVICE long long atomic_add(long long* addr, long long v) {  // two's complement: same bits
+  return static_cast<long long>(atomicAdd(reinterpret_cast<unsigned long long*>(addr),
+                                          static_cast<unsigned long long>(v)));
+}
 TC_DEVICE __half atomic_add(__half* addr, __half v) { return atomicAdd(addr, v); }
 TC_DEVICE __half2 atomic_add(__half2* addr, __half2 v) { return atomicAdd(addr, v); }
 TC_DEVICE __nv_bfloat16 atomic_add(__nv_bfloat16* addr, __nv_bfloat16 v) {
@@ -31,20 +116,15 @@ TC_DEVICE float atomic_min(float* addr, float v) {
 }
 TC_DEVICE int atomic_max(int* addr, int v) { return atomicMax(addr, v); }
 TC_DEVICE int atomic_min(int* addr, int v) { return atomicMin(addr, v); }
-
-// Half max via compare-and-swap on the containing aligned 32-bit word.
-TC_DEVICE __half atomic_max(__half* addr, __half v) {
-  unsigned* word = reinterpret_cast<unsigned*>(reinterpret_cast<size_t>(addr) & ~size_t(3));
-  const unsigned shift = (reinterpret_cast<size_t>(addr) & 2) ? 16 : 0;
-  unsigned old = *word, assumed;
-  do {
-    assumed = old;
-    __half cur = __ushort_as_half(static_cast<unsigned short>(assumed >> shift));
-    if (!(v > cur)) return cur;
-    unsigned repl = (assumed & ~(0xffffu << shift)) | (unsigned(__half_as_ushort(v)) << shift);
-    old = atomicCAS(word, assumed, repl);
-  } while (old != assumed);
-  return __ushort_as_half(static_cast<unsigned short>(old >> shift));
+TC_DEVICE unsigned atomic_max(unsigned* addr, unsigned v) { return atomicMax(addr, v); }
+TC_DEVICE unsigned atomic_min(unsigned* addr, unsigned v) { return atomicMin(addr, v); }
+TC_DEVICE long long atomic_max(long long* addr, long long v) { return atomicMax(addr, v); }
+TC_DEVICE long long atomic_min(long long* addr, long long v) { return atomicMin(addr, v); }
+TC_DEVICE unsigned long long atomic_max(unsigned long long* addr, unsigned long long v) {
+  return atomicMax(addr, v);
+}
+TC_DEVICE unsigned long long atomic_min(unsigned long long* addr, unsigned long long v) {
+  return atomicMin(addr, v);
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
