@@ -233,7 +233,7 @@ def reduce_nan_propagate():
             F = T.alloc_fragment((8, 8), "float16")
             R = T.alloc_fragment((8,), "float16")
             T.copy(A, F)
-            T.reduce_max(F, R, dim=1, nan_propagate=True)  # ERR
+            T.reduce_max(F, R, dim=1, nan_propagate=False)  # ERR
 
     return k
 
@@ -265,7 +265,7 @@ def alloc_shared_in_registers():
     (gemm_wg_wait, "wgmma"),
     (kernel_prelude, "C source"),
     (atomic_return_prev, "previous value"),
-    (reduce_nan_propagate, "NaN"),
+    (reduce_nan_propagate, "propagate NaN"),
     (pipelined_sync, "barriers"),
 ])
 def test_tilelang_option_tilecraft_does_not_implement_is_refused_with_a_hint(factory, hint):
@@ -287,6 +287,8 @@ def test_tilelang_options_at_their_default_values_are_accepted():
             T.copy(A, A_s, disable_tma=False, coalesced_width=None)
             T.copy(B, B_s, eviction_policy=None)
             T.gemm(A_s, B_s, C_f, clear_accum=True, k_pack=1, wg_wait=0)
+            R = T.alloc_fragment((M,), "float32")
+            T.reduce_max(C_f, R, dim=1, nan_propagate=True)
             T.copy(C_f, C)
 
     a, b = torch.randn(M, K).half(), torch.randn(K, N).half()

@@ -38,8 +38,8 @@ _PARALLEL = {
 }
 _REDUCE = {
     "batch": ((1,), "tilecraft chooses how reductions are batched" + _DROP),
-    "nan_propagate": ((False,), "max/min follow tilecraft's one NaN rule on every backend (see "
-                      "docs/language.md, Semantics)" + _DROP),
+    "nan_propagate": ((True,), "tilecraft's max/min reductions always propagate NaN, on every "
+                      "backend (docs/language.md, Semantics)" + _DROP),
     "annotations": ((None,), _ANNOTATIONS),
 }
 _ATOMIC = {
