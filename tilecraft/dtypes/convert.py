@@ -169,7 +169,14 @@ def cast_array(dt: DataType, values: Any) -> np.ndarray:
         return as_float64(arr) != 0 if kind == "float" else arr != 0
     if dt.is_float:
         rounded = round_float(dt, arr)
-        return rounded.astype(dt.np_dtype) if dt.is_standard else rounded
+        if not dt.is_standard:
+            return rounded
+        out = np.asarray(rounded.astype(dt.np_dtype))
+        if dt.bits == 8:  # every NaN is code 0x7F, as CUDA gives (ml_dtypes' e5m2 NaN is 0x7E)
+            codes = out.view(np.uint8).copy()
+            codes[np.isnan(rounded)] = 0x7F
+            out = codes.view(dt.np_dtype)
+        return out
     if kind == "float":
         return wrap_int(dt, saturate_to_int(dt, np.trunc(as_float64(arr))))
     wide = np.uint64 if arr.dtype == np.uint64 else np.int64

@@ -22,8 +22,8 @@ from tilecraft.targets import current_target, target_from_arch
 from .cexpr import ctype
 from .emitter import KernelEmitter
 
-HEADERS = ("common", "mma", "ldmatrix", "cp_async", "reduce", "math", "atomic", "codegen", "scan", "debug",
-           "wgmma", "tma")
+HEADERS = ("common", "fp8", "mma", "ldmatrix", "cp_async", "reduce", "math", "atomic", "codegen",
+           "scan", "debug", "wgmma", "tma")
 
 
 @dataclass
