@@ -4,6 +4,9 @@ The interpreter tests (tests/interp/test_semantics.py) check them against Python
 references; the GPU tests (tests/codegen/test_semantics_compile.py) run the same kernels on the
 GPU and compare with the interpreter bit for bit."""
 
+import numpy as np
+import torch
+
 import tilecraft
 import tilecraft.language as T
 
@@ -69,7 +72,7 @@ def wrapping(X: T.Tensor((N,), "int8"), Y: T.Tensor((N,), "int8"), U: T.Tensor((
             C8[2, i] = (X[i] + Y[i]) // 2  # the int8 sum wraps before the division
             C8[3, i] = -X[i]
             C8[4, i] = X[i] << 3
-            C8[5, i] = X[i] + 200
+            C8[5, i] = X[i] + 100 + 100  # a constant takes X's type; 200 would not fit
             C8[6, i] = T.if_then_else(X[i] + Y[i] > X[i], 1, 0)
             C8[7, i] = T.abs(X[i])
             CU[0, i] = U[i] - 15
@@ -135,3 +138,63 @@ def mixed_compare(U: T.Tensor((N,), "uint32"), S: T.Tensor((N,), "int32"),
         for i in T.Parallel(N):
             C[0, i] = T.if_then_else(U[i] > S[i], 1, 0)
             C[1, i] = T.if_then_else(S[i] < U[i], 1, 0)
+
+
+# ---- inputs -------------------------------------------------------------------------------
+
+
+def _wrapping_inputs():
+    rng = np.random.default_rng(7)  # the same inputs on every call (CPU and GPU runs)
+    x = torch.tensor(rng.integers(-128, 128, N), dtype=torch.int8)
+    y = torch.tensor(rng.integers(-128, 128, N), dtype=torch.int8)
+    x[:3] = torch.tensor([127, -128, 100], dtype=torch.int8)
+    y[:3] = torch.tensor([1, -1, 100], dtype=torch.int8)
+    u = torch.tensor(rng.integers(0, 256, N), dtype=torch.uint8)
+    w = torch.tensor(rng.integers(-2**31, 2**31, N), dtype=torch.int32)
+    w[:2] = torch.tensor([2**31 - 1, -2**31], dtype=torch.int32)
+    big = torch.tensor(rng.integers(-2**62, 2**62, N), dtype=torch.int64)
+    return x, y, u, w, big
+
+
+def run_wrapping(device="cpu"):
+    """Run `wrapping` on fixed inputs on `device`: (inputs, outputs)."""
+    x, y, u, w, big = (t.to(device) for t in _wrapping_inputs())
+    outs = [torch.zeros(8, N, dtype=torch.int8, device=device),
+            torch.zeros(4, N, dtype=torch.int32, device=device),
+            torch.zeros(2, N, dtype=torch.int64, device=device),
+            torch.zeros(2, N, dtype=torch.uint8, device=device)]
+    wrapping(x, y, u, w, big, *outs)
+    return (x, y, u, w, big), outs
+
+
+def nan_inputs(dtype, device="cpu"):
+    """Random pairs with NaN on either side, on both, and +-inf."""
+    t = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(N, dtype=torch.float64, generator=g)
+    b = torch.randn(N, dtype=torch.float64, generator=g)
+    a[::4] = float("nan")
+    b[1::4] = float("nan")
+    a[2::8] = b[2::8] = float("nan")
+    a[5], b[5] = float("inf"), float("-inf")
+    return a.to(t).to(device), b.to(t).to(device)
+
+
+INT_RANGES = {"int8": (-128, 127), "int16": (-2**15, 2**15 - 1), "int32": (-2**31, 2**31 - 1),
+              "int64": (-2**63, 2**63 - 1), "uint8": (0, 255), "uint16": (0, 2**16 - 1),
+              "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1)}
+
+
+def reduce_inputs(dtype, rows, cols, seed=1):
+    """Values that stress a reduction: the type's extremes, for floats NaN and +-inf rows."""
+    g = np.random.default_rng(seed)
+    if dtype in INT_RANGES:
+        lo, hi = INT_RANGES[dtype]
+        a = g.integers(lo, hi, (rows, cols), dtype=np.dtype(dtype), endpoint=True)
+        a[0, :] = lo  # a row of minimums: max is the minimum (identity must not leak)
+        a[1, :] = hi
+        return a
+    a = g.standard_normal((rows, cols)).astype(np.float32)
+    a[0, :] = -np.inf
+    a[1, 3] = np.nan
+    return a

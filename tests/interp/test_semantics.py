@@ -13,6 +13,7 @@ import tilecraft.language as T
 from tilecraft.diagnostics import TilecraftError
 
 from . import semantics_kernels as K
+from .semantics_kernels import INT_RANGES, nan_inputs, reduce_inputs, run_wrapping
 
 N = K.N
 rng = np.random.default_rng(0)
@@ -84,28 +85,6 @@ def test_float_floordiv_and_mod_use_the_floor_of_the_rounded_quotient(dtype):
     assert out[1, 0].item() != pytest.approx(math.fmod(1.0, 0.1), abs=1e-3)
 
 
-def _wrapping_inputs():
-    x = torch.tensor(rng.integers(-128, 128, N), dtype=torch.int8)
-    y = torch.tensor(rng.integers(-128, 128, N), dtype=torch.int8)
-    x[:3] = torch.tensor([127, -128, 100], dtype=torch.int8)
-    y[:3] = torch.tensor([1, -1, 100], dtype=torch.int8)
-    u = torch.tensor(rng.integers(0, 256, N), dtype=torch.uint8)
-    w = torch.tensor(rng.integers(-2**31, 2**31, N), dtype=torch.int32)
-    w[:2] = torch.tensor([2**31 - 1, -2**31], dtype=torch.int32)
-    big = torch.tensor(rng.integers(-2**62, 2**62, N), dtype=torch.int64)
-    return x, y, u, w, big
-
-
-def run_wrapping(device="cpu"):
-    x, y, u, w, big = (t.to(device) for t in _wrapping_inputs())
-    outs = [torch.zeros(8, N, dtype=torch.int8, device=device),
-            torch.zeros(4, N, dtype=torch.int32, device=device),
-            torch.zeros(2, N, dtype=torch.int64, device=device),
-            torch.zeros(2, N, dtype=torch.uint8, device=device)]
-    K.wrapping(x, y, u, w, big, *outs)
-    return (x, y, u, w, big), outs
-
-
 def test_integer_arithmetic_wraps_modulo_2_to_the_bits():
     (x, y, u, w, big), (c8, c32, c64, cu) = run_wrapping()
     xv, yv, uv, wv, bv = x.tolist(), y.tolist(), u.tolist(), w.tolist(), big.tolist()
@@ -129,17 +108,6 @@ def test_integer_arithmetic_wraps_modulo_2_to_the_bits():
                                                         np.int64))
 
 
-def nan_inputs(dtype, device="cpu"):
-    t = getattr(torch, dtype)
-    a = torch.randn(N, dtype=torch.float64)
-    b = torch.randn(N, dtype=torch.float64)
-    a[::4] = float("nan")
-    b[1::4] = float("nan")
-    a[2::8] = b[2::8] = float("nan")
-    a[5], b[5] = float("inf"), float("-inf")
-    return a.to(t).to(device), b.to(t).to(device)
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 def test_max_and_min_propagate_nan(dtype):
     a, b = nan_inputs(dtype)
@@ -148,26 +116,6 @@ def test_max_and_min_propagate_nan(dtype):
     torch.testing.assert_close(c[0], torch.maximum(a, b), rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(c[1], torch.minimum(a, b), rtol=0, atol=0, equal_nan=True)
     assert c[0].isnan().sum().item() == (a.isnan() | b.isnan()).sum().item()
-
-
-INT_RANGES = {"int8": (-128, 127), "int16": (-2**15, 2**15 - 1), "int32": (-2**31, 2**31 - 1),
-              "int64": (-2**63, 2**63 - 1), "uint8": (0, 255), "uint16": (0, 2**16 - 1),
-              "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1)}
-
-
-def reduce_inputs(dtype, rows, cols, seed=1):
-    """Values that stress a reduction: the type's extremes, for floats NaN and +-inf rows."""
-    g = np.random.default_rng(seed)
-    if dtype in INT_RANGES:
-        lo, hi = INT_RANGES[dtype]
-        a = g.integers(lo, hi, (rows, cols), dtype=np.dtype(dtype), endpoint=True)
-        a[0, :] = lo  # a row of minimums: max is the minimum (identity must not leak)
-        a[1, :] = hi
-        return a
-    a = g.standard_normal((rows, cols)).astype(np.float32)
-    a[0, :] = -np.inf
-    a[1, 3] = np.nan
-    return a
 
 
 def _reduce_ref(a: np.ndarray, kind: str, acc: np.dtype) -> np.ndarray:
