@@ -115,3 +115,39 @@ def test_a_tile_atomic_from_a_reduced_fragment_adds_each_row_once():
     c = np.ones(64, np.float32)
     row_sums()(a, c)
     np.testing.assert_allclose(c, 1 + a.astype(np.float64).sum((0, 2)), rtol=1e-5, atol=1e-5)
+
+
+# ---- T.Parallel extents larger than the fragment they index ----------------------------
+
+@tilecraft.jit
+def overhanging_loop():
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            f = T.alloc_fragment((64, 64), "float32")
+            for i, j in T.Parallel(128, 64):
+                if i < 64:
+                    f[i, j] = A[i, j]
+            T.copy(f, C)
+
+    return k
+
+
+def test_a_parallel_extent_past_its_fragment_is_one_located_error_on_both_backends():
+    from tilecraft.codegen.cuda.build import generate_cuda
+    from tilecraft.ir import ParallelLoop
+    from tilecraft.ir.visitor import walk
+
+    k = overhanging_loop()
+    line = next(s for s in walk(k.func.body) if isinstance(s, ParallelLoop)).span.line
+    runs = {"interpreter": lambda: k(np.ones((128, 64), np.float32), np.zeros((64, 64),
+                                                                             np.float32)),
+            "cuda": lambda: generate_cuda(k.func, "sm_90a")}
+    messages = set()
+    for name, run in runs.items():
+        with pytest.raises(tilecraft.TilecraftError) as e:
+            run()
+        assert (e.value.code, e.value.line) == ("TC401", line), name
+        messages.add(str(e.value))
+    assert len(messages) == 1 and "T.Parallel(128, 64) indexes dimension 0 (size 64)" in \
+        messages.pop()

@@ -17,6 +17,7 @@ from tilecraft.diagnostics import TilecraftError, at_span
 from tilecraft.ir import (Allocate, Atomic, Break, Buffer, BufferRegion, BufferStore, Evaluate, For,
                           If, KernelLaunch, LetStmt, ParallelLoop, PrimFunc, SeqStmt, Stmt, TileOp,
                           Var, While)
+from tilecraft.ir.indices import check_parallel_fragments
 
 from . import nan_check
 from .evaluate import Evaluator
@@ -124,6 +125,7 @@ class Machine:
 
     def parallel(self, s: ParallelLoop) -> None:
         extents = [int(self.ev.scalar(e)) for e in s.extents]
+        check_parallel_fragments(s, extents)  # TC401 at the loop, as the CUDA backend says
         base, n = self.par_axes, len(extents)
         for k, (v, e) in enumerate(zip(s.vars, extents)):
             shape = [1] * (base + n)

@@ -2,7 +2,8 @@
 
 Requires: a parsed PrimFunc.  Guarantees (`legal`): exactly one `T.Kernel` launch (found and
 stored in `state.kernel`), a block of 32..1024 threads in whole warps, every buffer of a dtype
-with a CUDA type, every gemm of a shape and dtype the mma.sync path implements. Violations are
+with a CUDA type, every gemm of a shape and dtype the mma.sync path implements, no T.Parallel
+indexing a fragment past its size (TC401, as on the interpreter). Violations are
 TilecraftErrors at the user's line (TC502 for what is valid tile code the backend cannot do yet).
 
     with T.Kernel(8, threads=100):      ->  TC502 "a block of 100 threads (not whole warps)"
@@ -11,7 +12,8 @@ TilecraftErrors at the user's line (TC502 for what is valid tile code the backen
 from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import Allocate, Buffer, Gemm, KernelLaunch
+from tilecraft.ir import Allocate, Buffer, Gemm, KernelLaunch, ParallelLoop
+from tilecraft.ir.indices import check_parallel_fragments
 from tilecraft.ir.visitor import stmt_children, walk
 
 from .context import KernelState
@@ -94,4 +96,6 @@ def legalize(state: KernelState) -> None:
                                      "dynamic shape", hint="on-chip buffers need constant shapes")
         elif isinstance(s, Gemm):
             _check_gemm(s)
+        elif isinstance(s, ParallelLoop):  # fragments span the extents of their loop variables
+            check_parallel_fragments(s, [x if isinstance(x, int) else None for x in s.extents])
     state.kernel = kernel
