@@ -116,6 +116,14 @@ def test_narrow_float_to_int_conversion_saturates(dst):
     assert f"min.{'s' if signed else 'u'}32" in ptx
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
+def test_fp8_arithmetic_compiles(dtype, arch):
+    """cuda_fp8 has no operators (`A[i] * A[i]` was an NVRTC error): computed in float."""
+    gen, _ = _compile(K.fp8_arith(dtype).func, arch)
+    assert "tc::cast<float>(A_[i_]) * tc::cast<float>(A_[i_])" in gen.source
+
+
 # ---- on the GPU, against the interpreter ---------------------------------------------------
 
 
@@ -224,3 +232,12 @@ def test_gpu_mixed_signedness_comparisons_match_the_interpreter():
     u[0], s[0] = 7, -1
     cpu, gpu = _on_both(K.mixed_compare, u, s, torch.zeros(2, N, dtype=torch.int32))
     _same(cpu[2], gpu[2], "compare")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
+def test_gpu_fp8_arithmetic_matches_the_interpreter(dtype):
+    t = {"float8_e4m3": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}[dtype]
+    a = torch.randn(N, generator=torch.Generator().manual_seed(4)).to(t)
+    cpu, gpu = _on_both(K.fp8_arith(dtype), a, torch.zeros(3, N, dtype=t))
+    assert torch.equal(cpu[1].view(torch.uint8), gpu[1].view(torch.uint8))

@@ -140,6 +140,20 @@ def mixed_compare(U: T.Tensor((N,), "uint32"), S: T.Tensor((N,), "int32"),
             C[1, i] = T.if_then_else(S[i] < U[i], 1, 0)
 
 
+def fp8_arith(dtype):
+    @tilecraft.jit
+    @T.prim_func
+    def k(A: T.Tensor((N,), dtype), B: T.Tensor((3, N), dtype)):
+        """fp8 arithmetic computes in float and rounds to fp8 after every operation."""
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(N):
+                B[0, i] = A[i] * A[i] + A[i]
+                B[1, i] = T.max(A[i] * 3, A[i] - 0.3)
+                B[2, i] = T.if_then_else(A[i] * 2 > A[i], A[i], -A[i])
+
+    return k
+
+
 # ---- inputs -------------------------------------------------------------------------------
 
 

@@ -222,6 +222,26 @@ def test_int64_cumsum_is_exact_beyond_2_to_the_53():
     assert b.tolist() == np.cumsum(a).tolist()
 
 
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
+def test_fp8_arithmetic_rounds_after_every_operation(dtype):
+    import ml_dtypes
+
+    f8 = {"float8_e4m3": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2}[dtype]
+    a = np.random.default_rng(2).standard_normal(N).astype(f8)
+    b = np.zeros((3, N), f8)
+    K.fp8_arith(dtype)(a, b)
+
+    def r(x):  # one fp8 rounding (saturating, as the GPU's __NV_SATFINITE)
+        fmax = float(ml_dtypes.finfo(f8).max)
+        return np.clip(np.asarray(x, np.float32), -fmax, fmax).astype(f8).astype(np.float32)
+
+    x = a.astype(np.float32)
+    np.testing.assert_array_equal(b[0].astype(np.float32), r(r(x * x) + x))
+    np.testing.assert_array_equal(b[1].astype(np.float32),
+                                  np.maximum(r(x * r(3.0)), r(x - r(0.3))))
+    np.testing.assert_array_equal(b[2].astype(np.float32), np.where(r(x * 2) > x, x, -x))
+
+
 # ---- integer division by zero ------------------------------------------------------------
 
 

@@ -44,11 +44,12 @@ class Evaluator:
 
     def eval(self, e: Expr):
         if isinstance(e, Const):
-            if e.dtype.is_float and not e.dtype.is_standard:
-                return np.float32(e.value)
+            t = _compute_type(e.dtype)
             if e.dtype.is_integer:  # wrapped to the type's width, like the C literal's value
                 return int_value(e.value, e.dtype)
-            return np.asarray(e.value, dtype=_compute_type(e.dtype))[()]
+            if e.dtype.is_float and (not e.dtype.is_standard or t != np_type(e.dtype)):
+                return np.asarray(store_cast(e.dtype, np.float64(e.value))).astype(t)[()]
+            return np.asarray(e.value, dtype=t)[()]
         if isinstance(e, Var):
             try:
                 v = self.m.env[e]
@@ -94,8 +95,8 @@ class Evaluator:
             b = self._nonzero_divisor(e, b)
         with np.errstate(all="ignore"):
             r = np.asarray(arith(op, a, b, e.dtype.is_float))
-        if not e.dtype.is_standard:  # sub-byte and 8-bit floats round, sub-byte ints wrap
-            r = store_cast(e.dtype, r)
+        if not e.dtype.is_standard or np.dtype(t) != np_type(e.dtype):
+            r = store_cast(e.dtype, r)  # fp8 and sub-byte floats round, sub-byte ints wrap
         return r.astype(t, copy=False)[()] if r.ndim == 0 else r.astype(t, copy=False)
 
     def _nonzero_divisor(self, e: BinOp, b: np.ndarray) -> np.ndarray:

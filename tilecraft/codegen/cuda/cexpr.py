@@ -31,6 +31,7 @@ CTYPES = {
 }
 
 INT64 = resolve("int64")
+FLOAT32 = resolve("float32")
 
 # exp2 is the hardware ex2.approx.ftz (about 2 ulp; results below 2^-126 flush to 0), as in
 # Triton and TileLang: it is the softmax workhorse. The others are CUDA's accurate functions.
@@ -89,6 +90,11 @@ def int_literal(v: int, dtype) -> str:
     if dtype.bits == 64:
         return "(-9223372036854775807LL - 1)" if v == -(1 << 63) else f"{v}LL"
     return "(-2147483647 - 1)" if v == -(1 << 31) else str(v)
+
+
+def _via_float(t) -> bool:
+    """fp8 values compute in float (cuda_fp8 has no arithmetic), like the interpreter."""
+    return t.is_float and t.bits <= 8
 
 
 def value_type(a, b):
@@ -168,6 +174,7 @@ class ExprPrinter:
         ta, tb = e.a.dtype, e.b.dtype
         if not (ta.is_integer and tb.is_integer and ta != tb):
             t = self._t(promote(ta, tb))
+            t = FLOAT32 if _via_float(t) else t
             return f"({self._operand(e.a, t)} {e.op} {self._operand(e.b, t)})"
         vt = value_type(ta, tb)
         if vt is not None:
@@ -185,8 +192,13 @@ class ExprPrinter:
         if op in ("and", "or"):
             return f"({self.expr(e.a)} {'&&' if op == 'and' else '||'} {self.expr(e.b)})"
         t = self._t(e.dtype)
-        a, b = self._operand(e.a, t), self._operand(e.b, t)
-        c = ctype(t)
+        if _via_float(t):  # fp8 has no C arithmetic: compute in float, round once per operation
+            a, b = self._operand(e.a, FLOAT32), self._operand(e.b, FLOAT32)
+            return f"tc::cast<{ctype(t)}>({self._arith(e, FLOAT32, a, b)})"
+        return self._arith(e, t, self._operand(e.a, t), self._operand(e.b, t))
+
+    def _arith(self, e: BinOp, t, a: str, b: str) -> str:
+        op, c = e.op, ctype(t)
         if op in ("min", "max"):
             return f"tc::{op}imum<{c}>({a}, {b})"
         if t.is_float:
