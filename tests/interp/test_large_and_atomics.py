@@ -7,7 +7,6 @@ import pytest
 
 import tilecraft
 import tilecraft.language as T
-from tilecraft import interp
 from tilecraft.dtypes import int64
 from tilecraft.ir import BinOp, Var
 from tilecraft.ir.indices import widen
