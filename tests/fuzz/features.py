@@ -1,0 +1,115 @@
+"""The generator's feature mix: every family of programs and every construct can be turned off
+(`--no divmod,rebind`) to isolate a defect; `--dtypes int8,float16` narrows the element types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+from . import dtypes as D
+
+FAMILIES = ("copy", "ew", "reduce", "cumsum", "gemm", "atomic", "scalar")
+
+HELP = {
+    "copy": "tile copies global/shared/fragment/local, with casts and partial slices",
+    "ew": "T.Parallel element-wise expressions",
+    "reduce": "T.reduce_sum/max/min/abssum/absmax",
+    "cumsum": "T.cumsum",
+    "gemm": "T.gemm (fp16/bf16 -> fp32), optionally in T.Pipelined loops",
+    "atomic": "T.atomic_add/max/min, tile and scalar, from several blocks",
+    "scalar": "block-level scalar code: lets, T.alloc_var, serial loops, stores of elements",
+    "casts": "T.cast between element types",
+    "divmod": "// and % (floor semantics)",
+    "float_divmod": "// and % on floats",
+    "truncdiv": "/ on integers (truncating)",
+    "minmax": "T.min / T.max / min / max",
+    "select": "T.if_then_else and `a if c else b`",
+    "bitwise": "& | ^ on integers",
+    "device_if": "if/else on device values (element-wise masks and block-level branches)",
+    "loops": "serial / range / unroll loops inside bodies",
+    "rebind": "rebinding a name inside an if or a loop (a mutable local)",
+    "partial": "partial tiles and start corners past the tensor edge",
+    "neg_corner": "start corners before the tensor start (negative)",
+    "odd_shapes": "tile extents that are not powers of two",
+    "names": "identifiers the compiler might use itself (red, tid, int, ...)",
+    "scalars": "scalar kernel parameters",
+    "local": "T.alloc_local tiles",
+    "pipelined": "T.Pipelined loops",
+    "atomic_parallel": "scalar atomics inside T.Parallel",
+    "atomic_exotic": "atomics on element types without a native instruction",
+    "reduce_shared": "reductions reading a shared tile",
+    "var_alias": "`y = x` with x a T.alloc_var (a bare var on the right of an assignment)",
+    "rebind_parallel": "rebinding inside T.Parallel bodies (refused with TC116 today)",
+}
+
+
+@dataclass(frozen=True)
+class Features:
+    copy: bool = True
+    ew: bool = True
+    reduce: bool = True
+    cumsum: bool = True
+    gemm: bool = True
+    atomic: bool = True
+    scalar: bool = True
+    casts: bool = True
+    divmod: bool = True
+    float_divmod: bool = True
+    truncdiv: bool = True
+    minmax: bool = True
+    select: bool = True
+    bitwise: bool = True
+    device_if: bool = True
+    loops: bool = True
+    rebind: bool = True
+    partial: bool = True
+    neg_corner: bool = True
+    odd_shapes: bool = True
+    names: bool = True
+    scalars: bool = True
+    local: bool = True
+    pipelined: bool = True
+    atomic_parallel: bool = True
+    atomic_exotic: bool = True
+    reduce_shared: bool = True
+    var_alias: bool = True
+    rebind_parallel: bool = True
+    dtypes: tuple = field(default=tuple(D.ALL))
+
+    def families(self) -> list[str]:
+        return [f for f in FAMILIES if getattr(self, f)]
+
+    def spec(self) -> str:
+        """A compact string that `parse` turns back into these features."""
+        off = [f.name for f in fields(self) if f.name != "dtypes" and not getattr(self, f.name)]
+        out = f"no={','.join(off)}"
+        if tuple(self.dtypes) != tuple(D.ALL):
+            out += f" dtypes={','.join(self.dtypes)}"
+        return out
+
+
+def parse(no: str = "", dtypes: str = "", only: str = "") -> Features:
+    """Features from `--no a,b`, `--dtypes x,y` and `--only family,family` strings."""
+    names = {f.name for f in fields(Features)} - {"dtypes"}
+    kw = {}
+    for flag in filter(None, (s.strip() for s in no.split(","))):
+        if flag not in names:
+            raise ValueError(f"unknown feature {flag!r}; known: {', '.join(sorted(names))}")
+        kw[flag] = False
+    if only:
+        keep = {s.strip() for s in only.split(",") if s.strip()}
+        bad = keep - set(FAMILIES)
+        if bad:
+            raise ValueError(f"unknown family {sorted(bad)}; families: {', '.join(FAMILIES)}")
+        kw.update({f: False for f in FAMILIES if f not in keep})
+    if dtypes:
+        ds = tuple(s.strip() for s in dtypes.split(",") if s.strip())
+        bad = [d for d in ds if d not in D.ALL]
+        if bad:
+            raise ValueError(f"unknown dtypes {bad}; known: {', '.join(D.ALL)}")
+        kw["dtypes"] = ds
+    return replace(Features(), **kw)
+
+
+def from_spec(spec: str) -> Features:
+    parts = dict(p.split("=", 1) for p in spec.split() if "=" in p)
+    return parse(no=parts.get("no", ""), dtypes=parts.get("dtypes", ""))
