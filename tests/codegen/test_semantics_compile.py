@@ -93,15 +93,11 @@ def test_nan_propagating_max_is_one_instruction(arch):
     assert ops and set(ops) == {"FMNMX.NAN"}
 
 
-@pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "uint16"])
-def test_narrow_float_to_int_conversion_saturates(dst):
-    """A C++ cast float -> int8 compiles to cvt.s32 + a truncating store (200.0 -> -56);
-    tc::cast clamps after the saturating 32-bit conversion."""
-    gen = generate_cuda(K.float_to_int("float32", dst).func, "sm_90a")
+def _ptx(source: str) -> str:
     nv = pytest.importorskip("cuda.bindings.nvrtc")
     from tilecraft.runtime import paths
 
-    err, prog = nv.nvrtcCreateProgram(gen.source.encode(), b"k.cu", 0, [], [])
+    err, prog = nv.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])
     opts = [b"-arch=compute_90a", b"-std=c++17",
             *[f"-I{d}".encode() for d in paths.include_dirs()]]
     (result,) = nv.nvrtcCompileProgram(prog, len(opts), opts)
@@ -110,18 +106,26 @@ def test_narrow_float_to_int_conversion_saturates(dst):
     ptx = b" " * size
     nv.nvrtcGetPTX(prog, ptx)
     nv.nvrtcDestroyProgram(prog)
-    ptx = ptx.decode(errors="replace")
+    return ptx.decode(errors="replace")
+
+
+@pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "uint16"])
+def test_narrow_float_to_int_conversion_saturates(dst):
+    """A C++ cast float -> int8 compiles to cvt.s32 + a truncating store (200.0 -> -56);
+    tc::cast clamps after the saturating 32-bit conversion."""
+    ptx = _ptx(generate_cuda(K.float_to_int("float32", dst).func, "sm_90a").source)
     signed = dst.startswith("int")
     assert f"cvt.rzi.{'s' if signed else 'u'}32.f32" in ptx
     assert f"min.{'s' if signed else 'u'}32" in ptx
 
 
-@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
-@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
-def test_fp8_arithmetic_compiles(dtype, arch):
-    """cuda_fp8 has no operators (`A[i] * A[i]` was an NVRTC error): computed in float."""
-    gen, _ = _compile(K.fp8_arith(dtype).func, arch)
-    assert "tc::cast<float>(A_[i_]) * tc::cast<float>(A_[i_])" in gen.source
+@pytest.mark.parametrize("src,dst", [("float64", "int32"), ("float64", "uint8"),
+                                     ("float32", "int64"), ("float32", "uint64")])
+def test_nan_to_int_is_zero_where_cvt_gives_the_sign_bit(src, dst):
+    """PTX cvt.rzi gives 0 for NaN only from f32 to a 32-bit type; from f64 or to a 64-bit type
+    it gives 1 << (bits - 1), so tc::cast tests for NaN there."""
+    ptx = _ptx(generate_cuda(K.float_to_int(src, dst).func, "sm_90a").source)
+    assert f"setp.nan.f{src[-2:]}" in ptx
 
 
 # ---- on the GPU, against the interpreter ---------------------------------------------------

@@ -78,25 +78,34 @@ template <> struct Cast<__nv_bfloat16, float> {
 template <> struct Cast<float, __nv_bfloat16> {
   TC_DEVICE static float run(__nv_bfloat16 x) { return __bfloat162float(x); }
 };
-// Float -> integer: truncate toward zero, saturate to the type's range, NaN -> 0 (PTX cvt.rzi
-// does this for 32/64-bit results; a plain C++ cast to an 8/16-bit type wraps, and out of range
-// it is undefined behaviour). 16-bit and fp8 floats convert through float (exactly).
+// Float -> integer: truncate toward zero, saturate to the type's range, NaN -> 0. PTX cvt.rzi
+// saturates; its NaN result is 0 only from f32 to a 32-bit type (1 << (bits - 1) from f64 or to a
+// 64-bit type: tested explicitly there). A plain C++ cast to an 8/16-bit type wraps instead (and
+// out of range it is undefined). 16-bit and fp8 floats convert through float (exactly).
 #define TC_F2I(To, F, EXPR)                                                                    \
   template <> struct Cast<To, F> { TC_DEVICE static To run(F x) { return EXPR; } };
-#define TC_F2I_ALL(F, W)                                                                       \
-  TC_F2I(int, F, __##W##2int_rz(x))                                                            \
-  TC_F2I(unsigned, F, __##W##2uint_rz(x))                                                      \
-  TC_F2I(long long, F, __##W##2ll_rz(x))                                                       \
-  TC_F2I(unsigned long long, F, __##W##2ull_rz(x))                                             \
-  TC_F2I(signed char, F, (signed char)max(-128, min(127, __##W##2int_rz(x))))                  \
-  TC_F2I(short, F, (short)max(-32768, min(32767, __##W##2int_rz(x))))                          \
-  TC_F2I(unsigned char, F, (unsigned char)min(255u, __##W##2uint_rz(x)))                       \
-  TC_F2I(unsigned short, F, (unsigned short)min(65535u, __##W##2uint_rz(x)))
-TC_F2I_ALL(float, float)
-TC_F2I_ALL(double, double)
-#undef TC_F2I_ALL
+#define TC_NAN0(To, EXPR) (x != x ? (To)0 : (To)(EXPR))
+TC_F2I(int, float, __float2int_rz(x))
+TC_F2I(unsigned, float, __float2uint_rz(x))
+TC_F2I(long long, float, TC_NAN0(long long, __float2ll_rz(x)))
+TC_F2I(unsigned long long, float, TC_NAN0(unsigned long long, __float2ull_rz(x)))
+TC_F2I(signed char, float, (signed char)max(-128, min(127, __float2int_rz(x))))
+TC_F2I(short, float, (short)max(-32768, min(32767, __float2int_rz(x))))
+TC_F2I(unsigned char, float, (unsigned char)min(255u, __float2uint_rz(x)))
+TC_F2I(unsigned short, float, (unsigned short)min(65535u, __float2uint_rz(x)))
+TC_F2I(int, double, TC_NAN0(int, __double2int_rz(x)))
+TC_F2I(unsigned, double, TC_NAN0(unsigned, __double2uint_rz(x)))
+TC_F2I(long long, double, TC_NAN0(long long, __double2ll_rz(x)))
+TC_F2I(unsigned long long, double, TC_NAN0(unsigned long long, __double2ull_rz(x)))
+TC_F2I(signed char, double, TC_NAN0(signed char, max(-128, min(127, __double2int_rz(x)))))
+TC_F2I(short, double, TC_NAN0(short, max(-32768, min(32767, __double2int_rz(x)))))
+TC_F2I(unsigned char, double, TC_NAN0(unsigned char, min(255u, __double2uint_rz(x))))
+TC_F2I(unsigned short, double, TC_NAN0(unsigned short, min(65535u, __double2uint_rz(x))))
+#undef TC_NAN0
 template <class To> struct CastViaFloat {
-  template <class F> TC_DEVICE static To run(F x) { return Cast<To, float>::run(static_cast<float>(x)); }
+  template <class F> TC_DEVICE static To run(F x) {
+    return Cast<To, float>::run(static_cast<float>(x));
+  }
 };
 #define TC_F2I_VIA_FLOAT(F)                                                                    \
   TC_F2I(int, F, CastViaFloat<int>::run(x))                                                    \

@@ -53,7 +53,9 @@ TC_DEVICE float gelu_tanh(float x) {
 
 template <class T> TC_DEVICE T infinity();
 template <> TC_DEVICE float infinity<float>() { return __int_as_float(0x7f800000); }
-template <> TC_DEVICE double infinity<double>() { return __longlong_as_double(0x7ff0000000000000ll); }
+template <> TC_DEVICE double infinity<double>() {
+  return __longlong_as_double(0x7ff0000000000000ll);
+}
 template <> TC_DEVICE __half infinity<__half>() { return __ushort_as_half(0x7c00); }
 template <> TC_DEVICE __nv_bfloat16 infinity<__nv_bfloat16>() {
   return __ushort_as_bfloat16(0x7f80);
