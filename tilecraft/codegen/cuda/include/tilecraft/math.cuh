@@ -66,10 +66,17 @@ template <> TC_DEVICE __nv_bfloat16 infinity<__nv_bfloat16>() {
 // Integers wrap modulo 2^bits (two's complement), computed in the unsigned type so that no signed
 // overflow (undefined in C++, and exploited by NVRTC: `x + 1 > x` folds to true) is left.
 
-template <class T> struct IntTraits;  // U: the unsigned type T computes in after promotion
+template <bool Signed, int Bytes> struct Promoted;
+template <> struct Promoted<true, 4> { typedef int type; };
+template <> struct Promoted<false, 4> { typedef unsigned type; };
+template <> struct Promoted<true, 8> { typedef long long type; };
+template <> struct Promoted<false, 8> { typedef unsigned long long type; };
+// U: the unsigned type T computes in after promotion; P: the promoted type, keeping the sign
+template <class T> struct IntTraits;
 #define TC_INT_TRAITS(T, UT, SIGNED, LO, HI)                                                      \
   template <> struct IntTraits<T> {                                                             \
     typedef UT U;                                                                               \
+    typedef typename Promoted<SIGNED, sizeof(UT)>::type P; /* int, unsigned, long long, ... */  \
     static constexpr bool is_signed = SIGNED;                                                   \
     static constexpr int bits = 8 * sizeof(UT);                                                 \
     TC_DEVICE static T lowest() { return LO; }                                                  \
@@ -157,8 +164,16 @@ template <> TC_DEVICE __nv_bfloat16 floormod<__nv_bfloat16>(__nv_bfloat16 a, __n
 
 // T.max / T.min and reduce_max/min: NaN-propagating (numpy.maximum, torch.maximum): if either
 // operand is NaN the result is NaN. One instruction on sm_80+ (max.NaN / min.NaN).
-template <class T> TC_DEVICE T maximum(T a, T b) { return a < b ? b : a; }
-template <class T> TC_DEVICE T minimum(T a, T b) { return b < a ? b : a; }
+// Integers: CUDA's max/min (IMNMX) on the promoted type; a ternary on 8/16-bit values made ptxas
+// spill where the intrinsic did not.
+template <class T> TC_DEVICE T maximum(T a, T b) {
+  typedef typename IntTraits<T>::P P;
+  return T(max(P(a), P(b)));
+}
+template <class T> TC_DEVICE T minimum(T a, T b) {
+  typedef typename IntTraits<T>::P P;
+  return T(min(P(a), P(b)));
+}
 template <> TC_DEVICE float maximum<float>(float a, float b) {
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
