@@ -72,6 +72,14 @@ def test_do_bench_with_no_arguments_times_the_kernel():
     assert isinstance(ms, float) and ms > 0
 
 
+def test_do_bench_takes_fixed_iteration_counts():
+    calls = []
+    profiler = axpy().get_profiler(dynamic_sizes={"n": 64}, scalars={"alpha": 1.0})
+    times = profiler.do_bench(lambda *a: calls.append(1), n_warmup=3, n_repeat=7,
+                              return_mode="all")
+    assert len(times) == 7 and len(calls) == 1 + 3 + 7  # the estimate, warm-up, timed runs
+
+
 def test_inputs_follow_the_signature_and_leave_out_the_outputs():
     profiler = axpy().get_profiler(dynamic_sizes={"n": 128}, scalars={"alpha": 3.0})
     x, y, alpha = profiler.make_inputs()

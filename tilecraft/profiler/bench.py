@@ -40,9 +40,12 @@ def _summarise(times: list[float], return_mode: str) -> float | list[float]:
     return min(times) if return_mode == "min" else max(times)
 
 
-def _counts(estimate_ms: float, warmup: float, rep: float) -> tuple[int, int]:
+def _counts(estimate_ms: float, warmup: float, rep: float, n_warmup: int = 0,
+            n_repeat: int = 0) -> tuple[int, int]:
+    """Iterations for `warmup` and `rep` milliseconds; n_warmup / n_repeat > 0 fix them."""
     per = max(estimate_ms, 1e-4)
-    return max(1, int(warmup / per)), max(1, int(rep / per))
+    return (n_warmup if n_warmup > 0 else max(1, int(warmup / per)),
+            n_repeat if n_repeat > 0 else max(1, int(rep / per)))
 
 
 def do_bench(
@@ -52,14 +55,19 @@ def do_bench(
     flush_l2: bool = True,
     return_mode: str = "median",
     max_runs: int = 10_000,
+    n_warmup: int = 0,
+    n_repeat: int = 0,
 ) -> float | list[float]:
-    """Time `fn()`; returns milliseconds (median by default; "all" returns every run)."""
+    """Time `fn()`; returns milliseconds (median by default; "all" returns every run).
+    `warmup`/`rep` are milliseconds; `n_warmup`/`n_repeat` > 0 give iteration counts instead."""
     if return_mode not in _MODES:
         raise ValueError(f"return_mode must be one of {_MODES}, got {return_mode!r}")
+    if min(n_warmup, n_repeat) < 0:
+        raise ValueError(f"n_warmup and n_repeat are counts >= 0, got {n_warmup}, {n_repeat}")
     import torch
 
     if not torch.cuda.is_available():
-        return _bench_cpu(fn, warmup, rep, return_mode, max_runs)
+        return _bench_cpu(fn, warmup, rep, return_mode, max_runs, n_warmup, n_repeat)
     device = torch.cuda.current_device()
     flush = _flush_buffer(device) if flush_l2 else None
     fn()
@@ -72,7 +80,7 @@ def do_bench(
         fn()
     end.record()
     torch.cuda.synchronize()
-    n_warmup, n_rep = _counts(start.elapsed_time(end) / 5, warmup, rep)
+    n_warmup, n_rep = _counts(start.elapsed_time(end) / 5, warmup, rep, n_warmup, n_repeat)
     n_rep = min(n_rep, max_runs)
     for _ in range(n_warmup):
         fn()
@@ -89,11 +97,12 @@ def do_bench(
 
 
 def _bench_cpu(
-    fn: Callable[[], object], warmup: float, rep: float, return_mode: str, max_runs: int
+    fn: Callable[[], object], warmup: float, rep: float, return_mode: str, max_runs: int,
+    n_warmup: int = 0, n_repeat: int = 0,
 ) -> float | list[float]:
     t0 = time.perf_counter()
     fn()
-    n_warmup, n_rep = _counts((time.perf_counter() - t0) * 1e3, warmup, rep)
+    n_warmup, n_rep = _counts((time.perf_counter() - t0) * 1e3, warmup, rep, n_warmup, n_repeat)
     for _ in range(min(n_warmup, max_runs)):
         fn()
     times = []

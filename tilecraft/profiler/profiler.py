@@ -129,9 +129,12 @@ class Profiler:
         flush_l2: bool = True,
         return_mode: str = "median",
         input_tensors: Sequence[Any] | None = None,
+        n_warmup: int = 0,
+        n_repeat: int = 0,
     ) -> float | list[float]:
         """Milliseconds per call of `func` (default: the kernel) on inputs made once (or
-        `input_tensors`): CUDA events on the GPU, wall clock on the CPU (see bench.py)."""
+        `input_tensors`): CUDA events on the GPU, wall clock on the CPU (see bench.py).
+        `n_warmup`/`n_repeat` > 0 fix the iteration counts (TileLang's keywords)."""
         target = self.kernel if func is None else func
         args = self.make_inputs() if input_tensors is None else list(input_tensors)
         return do_bench(
@@ -140,6 +143,8 @@ class Profiler:
             rep=rep,
             flush_l2=flush_l2,
             return_mode=return_mode,
+            n_warmup=n_warmup,
+            n_repeat=n_repeat,
         )
 
     def assert_allclose(
