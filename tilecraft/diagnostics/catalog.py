@@ -40,6 +40,16 @@ _ENTRIES = [
     Diagnostic("TC113", "`{func}(..., {keyword}={value})` is a TileLang option tilecraft does not "
                "implement", "{hint}"),
     Diagnostic("TC114", "T.annotate_layout of `{buffer}` cannot be honoured: {detail}", "{hint}"),
+    Diagnostic("TC115", "`{name}` holds {held} values{at}; it cannot take a {got} value here",
+               "{hint}"),
+    Diagnostic("TC116", "cannot update `{name}` here: {why}", "{hint}"),
+    Diagnostic("TC117", "`{func}` cannot compute on device values or buffers", "{instead}"),
+    Diagnostic("TC118", "integer constant {value} does not fit {dtype}, the type of the value "
+               "it is combined with", "a Python integer takes the type of the device value "
+               "beside it; convert that value first, e.g. `T.cast(x, \"{wider}\")`"),
+    Diagnostic("TC119", "index `{index}` of `{buffer}` is a {dtype} value",
+               "indices are integers: convert with `T.cast(..., \"int32\")` (it rounds toward "
+               "zero) or compute the index with `//`"),
     # shapes and types (TC2xx)
     Diagnostic("TC201", "slice of `{buffer}` is out of bounds: {detail}",
                "buffer `{buffer}` has shape {shape}"),

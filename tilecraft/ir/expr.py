@@ -91,12 +91,34 @@ def as_expr(value, like: dt.DataType | None = None) -> Expr:
     if isinstance(value, (bool, int, float)):
         if like is not None and not isinstance(value, bool):
             if like.is_float or (like.kind in ("int", "uint") and isinstance(value, int)):
+                if not like.is_float and not like.min <= value <= like.max:
+                    if like.name == "int32" and -(2**63) <= value < 2**63:
+                        return Const.create(value, dt.int64)  # index arithmetic past 2^31
+                    raise TilecraftError("TC118", value=value, dtype=like, wider=_holding(value))
                 return Const.create(value, like)
         return Const.create(value)
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
         return as_expr(value.item(), like)
     raise TilecraftError("TC108", detail=f"cannot use {type(value).__name__} `{value!r}` as a value",
                          hint="kernels compute on numbers, buffer elements and T.* expressions")
+
+
+def _holding(value: int) -> str:
+    """A standard integer type that holds `value` (for TC118's hint)."""
+    for name in ("int32", "int64", "uint64"):
+        t = dt.resolve(name)
+        if t.min <= value <= t.max:
+            return name
+    return "int64"
+
+
+def wrap_int(value, dtype: dt.DataType):
+    """An integer `value` wrapped modulo 2^bits into `dtype`'s range (integer arithmetic wraps,
+    docs/language.md); other values and types unchanged."""
+    if dtype.kind not in ("int", "uint") or isinstance(value, bool) or not isinstance(value, int):
+        return value
+    value &= (1 << dtype.bits) - 1
+    return value - (1 << dtype.bits) if dtype.kind == "int" and value > dtype.max else value
 
 
 def promote(a: dt.DataType, b: dt.DataType) -> dt.DataType:
@@ -179,7 +201,7 @@ class BinOp(Expr):
         if isinstance(a, Const) and isinstance(b, Const):
             folded = _fold(op, a.value, b.value)
             if folded is not None:
-                return Const.create(folded, dtype)
+                return Const.create(wrap_int(folded, dtype), dtype)
         simple = _identity(op, a, b)
         if simple is not None and simple.dtype == dtype:
             return simple
@@ -274,10 +296,10 @@ def cast(dtype, value) -> Expr:
     if isinstance(value, Const):
         v = value.value
         if dtype.kind in ("int", "uint") and isinstance(v, float):
-            if math.isinf(v) or math.isnan(v):
-                return Cast(value, dtype)
+            if math.isinf(v) or math.isnan(v) or not dtype.min <= int(v) <= dtype.max:
+                return Cast(value, dtype)  # out of range: what the conversion does at run time
             v = int(v)
-        return Const.create(v, dtype)
+        return Const.create(wrap_int(v, dtype), dtype)
     return Cast(value, dtype)
 
 

@@ -13,7 +13,7 @@ from tilecraft import dtypes as dt
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import BinOp, Buffer, Call, Const, Expr, Select, as_expr
 from tilecraft.ir import cast as _cast
-from tilecraft.ir.expr import promote
+from tilecraft.ir.expr import promote, wrap_int
 
 
 def _is_py(x) -> bool:
@@ -131,7 +131,10 @@ def cast(value, dtype):
     """Convert `value` to `dtype` (accepts `T.cast(x, "float16")` and `T.cast("float16", x)`)."""
     if isinstance(value, str) and not isinstance(dtype, str):
         value, dtype = dtype, value
-    return _cast(dtype, _val(value))
+    value, t = _val(value), dt.resolve(dtype)
+    if isinstance(value, int) and not isinstance(value, bool) and t.is_integer:
+        return Const.create(wrap_int(value, t), t)  # an explicit conversion wraps, as in C
+    return _cast(t, value)
 
 
 Cast = cast
