@@ -90,8 +90,11 @@ def rebind_device_value():
     @T.prim_func
     def k(A: T.Tensor((128,), "float32")):
         with T.Kernel(1, threads=128) as bx:
-            v = A[bx] * 2
-            v += 1  # ERR
+            for i in T.Parallel(128):
+                v = A[i] * 2
+                if v > 0:
+                    v += 1  # ERR
+                A[i] = v
 
     return k
 

@@ -34,7 +34,7 @@ def raise_from(factory) -> TilecraftError:
     (K.copy_shape_mismatch, "TC204"),
     (K.python_try, "TC103"),
     (K.python_list_comprehension, "TC103"),
-    (K.rebind_device_value, "TC106"),
+    (K.rebind_device_value, "TC116"),
     (K.undefined_name, "TC104"),
 ])
 def test_parse_error_names_the_users_file_and_line(factory, code):
