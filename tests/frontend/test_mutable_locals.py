@@ -245,7 +245,7 @@ def test_a_new_dtype_inside_a_loop_is_tc115():
     e = raises(build, "TC115")
     assert e.line == err_line(build)
     assert "int32" in e.message and "float32" in e.message
-    assert "x = T.cast" in e.hint and f"line {err_line(build) - 2}" in e.message
+    assert "`x = 0.0`" in e.hint and f"line {err_line(build) - 2}" in e.message
 
 
 def test_rebinding_a_name_bound_outside_a_parallel_loop_is_tc116():

@@ -95,7 +95,7 @@ class MutableLocals:
 
     scopes: list[Scope]
     builder: Any
-    auto_vars: dict[Buffer, Span | None]
+    auto_vars: dict[Buffer, tuple[Span | None, Any]]  # var -> (first value's span, value)
 
     # ---- lookup ------------------------------------------------------------------------
     def find(self, name: str) -> tuple[int | None, Any]:
@@ -151,7 +151,7 @@ class MutableLocals:
                 self.builder.emit(s)
             else:
                 frame.append(s)
-        self.auto_vars[buf] = first
+        self.auto_vars[buf] = (first, init)
         return buf
 
     # ---- assignment to a name ----------------------------------------------------------
@@ -164,7 +164,7 @@ class MutableLocals:
         if isinstance(cur, Unassigned):
             return self._first_branch_value(idx, cur, value, span)
         if is_var(cur) and not isinstance(value, Buffer):
-            if "parallel" in crossed:
+            if self.inside_parallel():  # a var is one scalar; T.Parallel values are per element
                 raise self._cannot_update(name, self._per_element_why(cur))
             if cur not in self.auto_vars:  # T.alloc_var: a declared type, stores convert
                 self.builder.emit(BufferStore(cur, (Const.create(0),), cast(cur.dtype, value),
@@ -215,17 +215,22 @@ class MutableLocals:
             raise self._cannot_update(name, f"it holds a number of type {held} and cannot take "
                                       f"{_what(value)}")
         if not ok:
-            first = self.auto_vars.get(buf)
+            first, init = self.auto_vars.get(buf, (None, None))
             at = f" (line {first.line})" if first is not None else ""
+            start = (f"`{name} = {float(init)!r}`" if got.is_float and isinstance(init, int)
+                     else f"`{name} = T.cast(..., \"{got}\")`")
             raise TilecraftError("TC115", name=name, held=held, got=got, at=at,
                                  hint=f"`{name}` is updated inside a device `if` or loop, so it "
                                  f"keeps the type of its first value{at}: convert this one "
                                  f"(`T.cast(..., \"{held}\")`) or start from a {got} value "
-                                 f"(`{name} = T.cast(..., \"{got}\")`)")
+                                 f"({start})")
         self.builder.emit(BufferStore(buf, (Const.create(0),), cast(held, value), span))
 
     # ---- errors ------------------------------------------------------------------------
     def _per_element_why(self, cur) -> str:
+        if is_var(cur):
+            return ("it is a one-element `var` buffer, and inside T.Parallel every element "
+                    "would write its own value to it")
         return ("T.Parallel runs once per element, and every element would write its own value "
                 "to this one name bound outside the loop")
 

@@ -225,8 +225,8 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
 
     def store(self, target: ast.expr, value) -> None:
         if isinstance(target, ast.Name):
-            if is_var(value) and value in self.auto_vars:
-                value = as_expr(value)  # `y = x` copies a mutable local's current value
+            if is_var(value) and self._is_bound(value):
+                value = as_expr(value)  # `y = x` copies the current value of var `x`
             self.store_name(target, value)
         elif isinstance(target, ast.Subscript):
             obj = self.eval(target.value)
@@ -238,7 +238,7 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
             if isinstance(ref, BufferRegion):
                 raise TilecraftError("TC103", construct="assignment to a slice",
                                      instead="use T.copy(src, dst[...]) or T.fill(dst[...], v)")
-            if is_var(obj) and "parallel" in self.crossed(self._scope_of(obj)):
+            if is_var(obj) and self.inside_parallel():
                 raise self._cannot_update(obj.name, self._per_element_why(obj))
             self.builder.emit(BufferStore(obj, ref.indices, cast(obj.dtype, value_of(value)),
                                           self.span(target)))
@@ -260,12 +260,9 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
         self.builder.emit(LetStmt(var, value))
         return var
 
-    def _scope_of(self, buf: Buffer) -> int:
-        """The scope a var buffer was bound in (the innermost when it has no name here)."""
-        for i in range(len(self.scopes) - 1, -1, -1):
-            if any(v is buf for v in self.scopes[i].values()):
-                return i
-        return len(self.scopes) - 1
+    def _is_bound(self, buf: Buffer) -> bool:
+        """Whether a name holds `buf` (else it is new: `x = T.alloc_var(...)`)."""
+        return any(v is buf for scope in self.scopes for v in scope.values())
 
     def stmt_AugAssign(self, s: ast.AugAssign) -> None:
         from .expressions import BINOPS
