@@ -174,6 +174,22 @@ def test_copy_of_a_mutable_local_keeps_the_value_of_its_time():
     assert b.tolist() == [1.0, 10.0]
 
 
+def test_binding_a_name_to_a_var_copies_its_value():
+    @T.prim_func
+    def k(A: T.Tensor((1,), "int32"), B: T.Tensor((2,), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            x = T.alloc_var("int32")
+            x = A[0]
+            y = x
+            y = y + 10  # a new value for y; x keeps its own
+            x = x + 1
+            B[0] = y
+            B[1] = x
+
+    _, b = run(k, torch.tensor([5], dtype=torch.int32), torch.zeros(2, dtype=torch.int32))
+    assert b.tolist() == [15, 6]
+
+
 def test_straight_line_rebinding_may_change_the_dtype():
     @T.prim_func
     def k(A: T.Tensor((4,), "float16"), B: T.Tensor((4,), "float32")):
