@@ -88,6 +88,26 @@ def test_builtins_math_and_power_on_device_values_match_numpy():
     assert "powf" not in src.split("B_[")[3]  # x ** 2 + x ** 3 multiply
 
 
+def test_min_max_and_sum_of_a_list_of_device_values():
+    @T.prim_func
+    def k(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = max([A[1], A[2], 0.5]) + sum([A[3], A[4]]) + min((A[5], A[6]))
+
+    (a,) = run(k, torch.arange(8.0))
+    assert a[0].item() == 2 + 3 + 4 + 5
+
+
+def test_len_of_a_buffer_names_its_shape():
+    def build():
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                A[0] = len(A)  # ERR
+
+    assert "shape" in refused(build, "TC117").hint
+
+
 def test_power_on_python_values_is_computed_at_build_time():
     @T.prim_func
     def k(B: T.Tensor((2,), "float32")):

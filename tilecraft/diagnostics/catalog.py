@@ -44,9 +44,10 @@ _ENTRIES = [
                "{hint}"),
     Diagnostic("TC116", "cannot update `{name}` here: {why}", "{hint}"),
     Diagnostic("TC117", "`{func}` cannot compute on device values or buffers", "{instead}"),
-    Diagnostic("TC118", "integer constant {value} does not fit {dtype}, the type of the value "
-               "it is combined with", "a Python integer takes the type of the device value "
-               "beside it; convert that value first, e.g. `T.cast(x, \"{wider}\")`"),
+    Diagnostic("TC118", "integer constant {value} does not fit {dtype}, the type it takes here",
+               "a Python integer takes the type of the device value it is combined with or "
+               "stored to: convert that value to a wider type first (`T.cast(x, \"{wider}\")`), "
+               "or write a constant in {dtype}'s range"),
     Diagnostic("TC119", "index `{index}` of `{buffer}` is a {dtype} value",
                "indices are integers: convert with `T.cast(..., \"int32\")` (it rounds toward "
                "zero) or compute the index with `//`"),

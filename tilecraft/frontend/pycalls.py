@@ -35,6 +35,7 @@ _REFUSED = {
              "values runs once, when the kernel is built",
     "sum": "add the values with `+`, or reduce a tile with T.reduce_sum",
     "divmod": "use `//` and `%`",
+    "len": "a buffer's dimensions are `buf.shape` (`buf.shape[0]` is its first)",
     "any": "combine device conditions with `or`",
     "all": "combine device conditions with `and`",
     "math.isnan": "`x != x` holds exactly for NaN",
@@ -82,8 +83,9 @@ def python_call(fn: Callable, args: list, kwargs: dict):
     NOT_HANDLED for any other call (and for calls on Python values only)."""
     name = _NAMES.get(id(fn)) if callable(fn) else None
     if name is None or not any(is_device(a) for a in (*args, *kwargs.values())):
-        return NOT_HANDLED
-    if name == "len" and len(args) == 1 and isinstance(args[0], Buffer):
+        if name in ("min", "max") and len(args) == 1 and isinstance(args[0], (list, tuple)) \
+                and any(is_device(a) for a in args[0]):
+            return python_call(fn, list(args[0]), kwargs)  # max([a, b]) is max(a, b)
         return NOT_HANDLED
     if any(isinstance(a, Buffer) and a.scope != "var" for a in (*args, *kwargs.values())):
         buf = next(a for a in (*args, *kwargs.values()) if isinstance(a, Buffer))
