@@ -106,6 +106,19 @@ template <class T> TC_DEVICE T wrap_mul(T a, T b) {
   return T(U(a) * U(b));
 }
 template <class T> TC_DEVICE T wrap_abs(T a) { return a < T(0) ? wrap_sub(T(0), a) : a; }
+// 8/16-bit: a 32-bit abs, wrapped back by the conversion. The generic form becomes PTX `abs.s16`,
+// which ptxas of CUDA 13.0 turns into a 32-bit IABS whose result it then treats as already
+// sign-extended: abs(-32768) reached a later max as +32768 (GPU -32768 where max(3, abs) is 3).
+template <> TC_DEVICE short wrap_abs<short>(short a) {
+  int r;
+  asm("abs.s32 %0, %1;" : "=r"(r) : "r"(int(a)));
+  return short(r);
+}
+template <> TC_DEVICE signed char wrap_abs<signed char>(signed char a) {
+  int r;
+  asm("abs.s32 %0, %1;" : "=r"(r) : "r"(int(a)));
+  return (signed char)r;
+}
 // Shifts by a count outside [0, bits): << gives 0, >> gives the sign (0 or -1), like numpy and
 // like PTX shl/shr, which clamp the count.
 template <class T, class S> TC_DEVICE T shl(T a, S n) {
