@@ -174,6 +174,20 @@ def test_copy_of_a_mutable_local_keeps_the_value_of_its_time():
     assert b.tolist() == [1.0, 10.0]
 
 
+def test_a_python_loop_inside_a_device_loop_may_reuse_a_name():
+    @T.prim_func
+    def k(A: T.Tensor((2, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for h in [0, 1]:
+                A[h, 0] = 1.0
+            for j in T.serial(3):
+                for h, w in [(0, 1.0), (1, 2.0)]:
+                    A[h, j + 1] = w
+
+    (a,) = run(k, torch.zeros(2, 4))
+    assert a.tolist() == [[1, 1, 1, 1], [1, 2, 2, 2]]
+
+
 def test_binding_a_name_to_a_var_copies_its_value():
     @T.prim_func
     def k(A: T.Tensor((1,), "int32"), B: T.Tensor((2,), "int32")):

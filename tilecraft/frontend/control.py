@@ -90,7 +90,7 @@ class LoopStatements:
         self.loops.append(LoopContext("python", len(self.scopes)))
         try:
             for v in items:  # a Python-level loop: unrolled at parse time
-                self.store(s.target, v)
+                self._bind_loop_target(s.target, v)
                 try:
                     for st in s.body:
                         with at_span(self.span(st)):
@@ -101,6 +101,18 @@ class LoopStatements:
                     break
         finally:
             self.loops.pop()
+
+    def _bind_loop_target(self, target: ast.expr, value) -> None:
+        """A Python loop's names are bound afresh in the current block (not updates of a name
+        bound outside an enclosing device loop: `for h in [0, 1]` may reuse `h`)."""
+        names = _target_names(target)
+        if len(names) == 1 and isinstance(target, ast.Name):
+            return self._bind(names[0], value, self.span(target))
+        if not hasattr(value, "__len__") or len(value) != len(names):
+            raise TilecraftError("TC103", construct="tuple unpacking of this value",
+                                 instead="unpack Python tuples of matching length only")
+        for n, v in zip(names, value):
+            self._bind(n, v, self.span(target))
 
     def device_loop(self, s: ast.For, frame: LoopFrame) -> None:
         names = _target_names(s.target) or []
