@@ -86,7 +86,7 @@ def test_a_python_number_accumulates_device_values_in_a_serial_loop():
     assert "float x_ = " in src  # one register, updated by the loop
 
 
-def test_augmented_assignment_counts_and_max_in_loops_and_branches():
+def count_and_max():
     @T.prim_func
     def k(A: T.Tensor((16,), "float32"), C: T.Tensor((2,), "int32"),
           M: T.Tensor((1,), "float16")):
@@ -101,12 +101,17 @@ def test_augmented_assignment_counts_and_max_in_loops_and_branches():
             C[1] = count * 2
             M[0] = m
 
+    return k
+
+
+def test_augmented_assignment_counts_and_max_in_loops_and_branches():
     a = torch.randn(16)
-    _, c, m = run(k, a, torch.zeros(2, dtype=torch.int32), torch.zeros(1, dtype=torch.float16))
+    _, c, m = run(count_and_max(), a, torch.zeros(2, dtype=torch.int32),
+                  torch.zeros(1, dtype=torch.float16))
     pos = a.numpy()[a.numpy() > 0]
     assert c.tolist() == [len(pos), 2 * len(pos)]
     assert m.item() == np.float16(max([a[0].item(), *pos]))
-    compiles(k)
+    compiles(count_and_max())
 
 
 def test_a_name_first_bound_in_both_branches_is_defined_after_the_if():
@@ -125,7 +130,7 @@ def test_a_name_first_bound_in_both_branches_is_defined_after_the_if():
     compiles(k)
 
 
-def test_while_loop_updates_its_counter():
+def while_counter():
     @T.prim_func
     def k(A: T.Tensor((1,), "int32"), n: T.int32):
         with T.Kernel(1, threads=32) as bx:
@@ -136,9 +141,13 @@ def test_while_loop_updates_its_counter():
                 i = i + 1
             A[0] = total
 
-    (a,) = run(k, torch.zeros(1, dtype=torch.int32), 7)[:1]
+    return k
+
+
+def test_while_loop_updates_its_counter():
+    (a,) = run(while_counter(), torch.zeros(1, dtype=torch.int32), 7)[:1]
     assert a.item() == sum(i * i for i in range(7))
-    compiles(k)
+    compiles(while_counter())
 
 
 def test_tuple_assignment_reads_every_value_before_storing():
@@ -234,7 +243,7 @@ def test_widening_stores_keep_the_first_values_type():
     assert b.item() == 0.5
 
 
-def test_mutable_local_in_a_pipelined_gemm_loop_compiles():
+def pipelined_counter():
     @T.prim_func
     def k(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16"),
           C: T.Tensor((128, 128), "float32"), S: T.Tensor((1,), "int32")):
@@ -252,12 +261,47 @@ def test_mutable_local_in_a_pipelined_gemm_loop_compiles():
             T.copy(acc, C[0, 0])
             S[0] = steps
 
+    return k
+
+
+def test_mutable_local_in_a_pipelined_gemm_loop_compiles():
     a, b = torch.randn(128, 128).half(), torch.randn(128, 128).half()
-    _, _, c, s = run(k, a, b, torch.zeros(128, 128), torch.zeros(1, dtype=torch.int32))
+    _, _, c, s = run(pipelined_counter(), a, b, torch.zeros(128, 128),
+                     torch.zeros(1, dtype=torch.int32))
     assert s.item() == 4
     np.testing.assert_allclose(c.numpy(), a.float().numpy() @ b.float().numpy(), rtol=1e-3,
                                atol=1e-3)
-    compiles(k)
+    compiles(pipelined_counter())
+
+
+def _gpu_inputs(name):
+    g = torch.Generator().manual_seed(0)
+    return {
+        "branch_rebind": lambda: [torch.randn(8, generator=g), torch.full((8,), 7.0)],
+        "serial_sum": lambda: [torch.randn(4, 6, generator=g), torch.full((4,), 7.0)],
+        "count_and_max": lambda: [torch.randn(16, generator=g),
+                                  torch.full((2,), 7, dtype=torch.int32),
+                                  torch.full((1,), 7, dtype=torch.float16)],
+        "while_counter": lambda: [torch.full((1,), 7, dtype=torch.int32), 9],
+        "pipelined_counter": lambda: [torch.randn(128, 128, generator=g).half(),
+                                      torch.randn(128, 128, generator=g).half(),
+                                      torch.full((128, 128), 7.0),
+                                      torch.full((1,), 7, dtype=torch.int32)],
+    }[name]()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["branch_rebind", "serial_sum", "count_and_max",
+                                  "while_counter", "pipelined_counter"])
+def test_mutable_locals_on_the_gpu_match_the_interpreter(name):
+    func = globals()[name]()
+    cpu = _gpu_inputs(name)
+    gpu = [x.cuda() if isinstance(x, torch.Tensor) else x for x in cpu]
+    tilecraft.compile(func, target="interp")(*cpu)
+    tilecraft.compile(func, target="cuda")(*gpu)
+    for c, d in zip(cpu, gpu):
+        if isinstance(c, torch.Tensor):
+            torch.testing.assert_close(d.cpu(), c, rtol=1e-3, atol=1e-3)
 
 
 # ---- what is refused, at the user's line ------------------------------------------------------
