@@ -299,7 +299,7 @@ def test_a_negative_constant_with_an_unsigned_value_is_tc118():
     refused(build, "TC118")
 
 
-def test_a_constant_that_fits_takes_the_type_and_wraps():
+def wrapping_constants():
     @T.prim_func
     def k(U: T.Tensor((4,), "uint8"), X: T.Tensor((4,), "int8"), W: T.Tensor((4, 2), "int32")):
         with T.Kernel(4, threads=32) as bx:
@@ -308,28 +308,58 @@ def test_a_constant_that_fits_takes_the_type_and_wraps():
             W[bx, 0] = T.cast(X[bx], "int32") + 200
             W[bx, 1] = T.cast(300, "int8")  # an explicit conversion wraps, as in C
 
-    u = torch.tensor([0, 10, 15, 255], dtype=torch.uint8)
-    x = torch.tensor([-128, 0, 27, 100], dtype=torch.int8)
+    return k
+
+
+def _wrapping_inputs():
+    return [torch.tensor([0, 10, 15, 255], dtype=torch.uint8),
+            torch.tensor([-128, 0, 27, 100], dtype=torch.int8),
+            torch.zeros(4, 2, dtype=torch.int32)]
+
+
+def test_a_constant_that_fits_takes_the_type_and_wraps():
+    u, x, w = _wrapping_inputs()
     u0, x0 = u.clone(), x.clone()
-    _, _, w = run(k, u, x, torch.zeros(4, 2, dtype=torch.int32))
+    run(wrapping_constants(), u, x, w)
     assert u.tolist() == [(v - 15) % 256 for v in u0.tolist()]
     assert x.tolist() == [(v + 100 + 128) % 256 - 128 for v in x0.tolist()]
     assert w[:, 0].tolist() == [v + 200 for v in x.tolist()] and w[:, 1].tolist() == [44] * 4
-    compiles(k)
+    compiles(wrapping_constants())
 
 
-def test_a_big_constant_with_an_int32_value_computes_in_int64():
-    big = 3_000_000_000
+BIG = 3_000_000_000
 
+
+def big_constant():
     @T.prim_func
     def k(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "int64")):
         with T.Kernel(4, threads=32) as bx:
-            B[bx] = A[bx] + big
+            B[bx] = A[bx] + BIG
 
-    _, b = run(k, torch.tensor([-5, 0, 7, 2**31 - 1], dtype=torch.int32),
-               torch.zeros(4, dtype=torch.int64))
-    assert b.tolist() == [big - 5, big, big + 7, big + 2**31 - 1]
-    compiles(k)
+    return k
+
+
+def _big_inputs():
+    return [torch.tensor([-5, 0, 7, 2**31 - 1], dtype=torch.int32),
+            torch.zeros(4, dtype=torch.int64)]
+
+
+def test_a_big_constant_with_an_int32_value_computes_in_int64():
+    _, b = run(big_constant(), *_big_inputs())
+    assert b.tolist() == [BIG - 5, BIG, BIG + 7, BIG + 2**31 - 1]
+    compiles(big_constant())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("factory, inputs", [(wrapping_constants, _wrapping_inputs),
+                                             (big_constant, _big_inputs)])
+def test_constants_mean_the_same_on_the_gpu(factory, inputs):
+    cpu = inputs()
+    gpu = [x.cuda() for x in cpu]
+    tilecraft.compile(factory(), target="interp")(*cpu)
+    tilecraft.compile(factory(), target="cuda")(*gpu)
+    for c, d in zip(cpu, gpu):
+        assert torch.equal(d.cpu(), c)
 
 
 def test_a_float_index_is_tc119_at_the_subscript():
