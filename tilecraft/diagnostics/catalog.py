@@ -51,6 +51,9 @@ _ENTRIES = [
     Diagnostic("TC119", "index `{index}` of `{buffer}` is a {dtype} value",
                "indices are integers: convert with `T.cast(..., \"int32\")` (it rounds toward "
                "zero) or compute the index with `//`"),
+    Diagnostic("TC120", "assertion failed while building the kernel{msg}",
+               "this `assert` reads only Python values, so it is checked when the kernel is "
+               "built; an `assert` on device values becomes T.device_assert"),
     # shapes and types (TC2xx)
     Diagnostic("TC201", "slice of `{buffer}` is out of bounds: {detail}",
                "buffer `{buffer}` has shape {shape}"),

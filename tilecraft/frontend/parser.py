@@ -199,7 +199,7 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
 
             self.builder.emit(DeviceAssert(cond, str(msg), self.span(s)))
         elif not (cond.value if isinstance(cond, Const) else cond):
-            raise AssertionError(msg or f"assertion failed at {self.span(s)}")
+            raise TilecraftError("TC120", msg=f": {msg}" if msg != "" else "")
 
     def stmt_Assign(self, s: ast.Assign) -> None:
         if len(s.targets) != 1:
