@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
 from tilecraft.ir import (AnnotateLayout, Buffer, BufferLoad, BufferRegion, Call, DeviceAssert,
@@ -111,7 +113,8 @@ def call_extern(dtype, func_name: str, *args) -> Call:
     """Call device function `func_name` returning `dtype` (TileLang's argument order)."""
     from tilecraft import dtypes as dt
 
-    if not isinstance(func_name, str):
+    if not isinstance(func_name, str) or not re.fullmatch(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*",
+                                                          func_name):
         raise TilecraftError("TC108", detail=f"T.call_extern function name {func_name!r}",
                              hint='T.call_extern(dtype, "name", *args), as in TileLang')
     ret = dt.int32 if dtype in ("void", "handle", None) else dtype

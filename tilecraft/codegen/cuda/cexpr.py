@@ -275,4 +275,6 @@ class ExprPrinter:
             return f"fmaf({', '.join(args)})"
         if e.op == "infinity":
             return f"tc::infinity<{ctype(e.dtype)}>()"
+        if e.op.startswith("extern:"):  # T.call_extern: the name was checked by the language
+            return f"{e.op[len('extern:'):]}({', '.join(args)})"
         raise TilecraftError("TC502", detail=f"function `{e.op}`", hint="")
