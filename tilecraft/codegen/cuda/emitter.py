@@ -4,7 +4,10 @@ Scalar statements are printed here; every tile op and Parallel loop goes to the 
 registered for its class (EMITTERS, one file per op family). Barriers: a `__syncthreads()`
 follows every statement that writes shared memory, and precedes one that writes shared memory
 after shared memory was read since the last barrier; serial loop bodies that touch shared
-memory end with one (write-after-read across iterations).
+memory end with one (write-after-read across iterations). A block-level scalar store runs once
+per block (thread 0) unless it depends on the thread; its global accesses are ordered with the
+other threads' by block_order.py. No barrier is added inside control flow on the thread index:
+one is placed before it instead.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from tilecraft.ir.indices import needs_64bit_index, wide_let_vars
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
+from .block_order import MEMORY, GlobalOrder, ThreadDependence, accesses, once_per_block
 from .cexpr import ExprPrinter, ctype, zero
 from .indexing import swizzled_offset
 
@@ -42,7 +46,10 @@ class KernelEmitter:
         # writes memory (stores, atomics) for its elements; None: every thread writes its own
         self.owner: str | None = None
         self.thread_branch = 0  # depth of control flow whose condition depends on the thread
-        self.thread_values = _thread_values(state.kernel) if state.kernel is not None else set()
+        self.threads = ThreadDependence(state.kernel)  # values that differ between threads
+        self.thread_values = self.threads.vars
+        self.order = GlobalOrder()  # global accesses since the last barrier (block_order.py)
+        self.synced_at = -1  # len(self.lines) after the last barrier
         self.p = ExprPrinter(self.name, self.load, self.ranges)
         self.wide_lets = wide_let_vars(state.kernel.body) if state.kernel is not None else set()
 
@@ -73,6 +80,8 @@ class KernelEmitter:
         self.w("__syncthreads();")
         self.read_since_sync = False
         self.write_pending = False
+        self.order.clear()
+        self.synced_at = len(self.lines)
 
     # ---- names and memory -----------------------------------------------------------------
     def name(self, v: Var) -> str:
@@ -146,17 +155,27 @@ class KernelEmitter:
     def stmt(self, s) -> None:
         # control flow on the thread index: what it holds runs per thread (scalar atomics too)
         per = isinstance(s, (If, While, For)) and self.per_thread(stmt_exprs(s))
+        block = not self.in_parallel and not isinstance(s, SeqStmt)
+        if block:
+            acc = accesses(self, s, bool(self.thread_branch))
+            if not self.thread_branch and (self.order.conflicts(acc) or per and (
+                    self.write_pending and _touches_shared(s)
+                    or self.read_since_sync and _stores_shared(s))):
+                self.sync()  # before thread 0 or the others touch what the other side did,
+                # and never inside control flow on the thread index
         self.thread_branch += per
         try:
             self._stmt(s)
         finally:
             self.thread_branch -= per
+        if block and not isinstance(s, (If, While, For)) and self.synced_at != len(self.lines):
+            self.order.add(acc)  # (a statement that ends with a barrier has ordered them)
 
     def per_thread(self, exprs) -> bool:
-        """Code with `exprs` runs per thread: they read the thread index (directly or through
-        lets), or an enclosing condition or loop does."""
-        return bool(self.thread_branch) or any(
-            isinstance(x, Var) and x in self.thread_values for e in exprs for x in walk_expr(e))
+        """Code with `exprs` runs per thread: they read the thread index (directly, through
+        lets, or through `var`/`local` buffers given per-thread values), or an enclosing
+        condition or loop does."""
+        return bool(self.thread_branch) or self.threads.of(exprs)
 
     def _stmt(self, s) -> None:
         from .emitters import EMITTERS
@@ -198,16 +217,21 @@ class KernelEmitter:
             ws = s.buffer.scope == "shared"
             if ws and self.read_since_sync:
                 self.sync()
-            guard = f"if ({self.owner}) " if self.owner and s.buffer.scope in MEMORY else ""
+            if self.owner and s.buffer.scope in MEMORY:
+                guard = f"if ({self.owner}) "  # one replica of a T.Parallel element
+            else:  # once per block, as on the interpreter, unless it depends on the thread
+                guard = "if (tid == 0) " if once_per_block(self, s) else ""
             self.w(f"{guard}{self.ref(s.buffer, self.index_exprs(s.buffer, s.indices))} = "
                    f"{self._store_value(s.buffer, s.value)};")
             self.write_pending = self.write_pending or ws
         elif isinstance(s, If):
-            before, before_w = self.read_since_sync, self.write_pending
+            self._header_reads(s)
+            before, before_w, before_o = self.read_since_sync, self.write_pending, self.order
+            self.order = before_o.copy()
             self.open(f"if ({self.p(s.cond)})")
             self.stmt(s.then_body)
-            after, after_w = self.read_since_sync, self.write_pending
-            self.read_since_sync, self.write_pending = before, before_w
+            after, after_w, after_o = self.read_since_sync, self.write_pending, self.order
+            self.read_since_sync, self.write_pending, self.order = before, before_w, before_o
             if s.else_body is not None:
                 self.close("} else {")
                 self.indent += 1
@@ -215,14 +239,17 @@ class KernelEmitter:
             self.close()
             self.read_since_sync = self.read_since_sync or after  # either branch may have run
             self.write_pending = self.write_pending or after_w
+            self.order.merge(after_o)
         elif isinstance(s, For):
             self.serial_for(s)
         elif isinstance(s, While):
-            before = self.read_since_sync
+            self._header_reads(s)
+            before, before_o = self.read_since_sync, self.order.copy()
             self.open(f"while ({self.p(s.cond)})")
             self.stmt(s.body)
-            if _touches_shared(s.body):
+            if _touches_shared(s.body) and not self.thread_branch:
                 self.sync()  # the next iteration may overwrite what this one read
+            self._loop_end(s, before_o)
             self.close()
             self.read_since_sync = before or _reads_shared(s.body)
             self.write_pending = self.write_pending or _store_before_break(s.body)
@@ -278,28 +305,38 @@ class KernelEmitter:
         if s.kind == "unrolled":
             self.w("#pragma unroll")
         end = ext if start == "0" else f"{start} + {ext}"
-        before = self.read_since_sync
+        self._header_reads(s)
+        before, before_o = self.read_since_sync, self.order.copy()
         self.open(f"for (int {v} = {start}; {v} < {end}; ++{v})")
         self.stmt(s.body)
-        if _touches_shared(s.body):
+        if _touches_shared(s.body) and not self.thread_branch:  # (not in divergent loops)
             self.sync()
+        self._loop_end(s, before_o)
         self.close()
         # the loop may run zero times or break before its last barrier
         self.read_since_sync = before or _reads_shared(s.body)
         self.write_pending = self.write_pending or _store_before_break(s.body)
 
+    def _header_reads(self, s) -> None:
+        """A condition or loop bound is evaluated by every thread."""
+        if not self.in_parallel:
+            self.order.add([(False, y.buffer, "r") for e in stmt_exprs(s) for y in walk_expr(e)
+                            if isinstance(y, BufferLoad) and y.buffer.scope == "global"])
 
-MEMORY = ("global", "shared")
-
-
-def _thread_values(kernel) -> set[Var]:
-    """The thread index variables (T.get_thread_binding) and the lets computed from them."""
-    out = set(kernel.thread_vars)
-    for s in walk(kernel.body):
-        if isinstance(s, LetStmt) and any(x in out for x in walk_expr(s.value)
-                                          if isinstance(x, Var)):
-            out.add(s.var)
-    return out
+    def _loop_end(self, s, before) -> None:
+        """End of a loop body: a barrier if the next iteration's accesses would meet this one's
+        unordered (global memory, block level); after the loop, what any iteration or none
+        left."""
+        if self.in_parallel:
+            return
+        body = accesses(self, s, bool(self.thread_branch))  # the condition's reads too
+        if not self.thread_branch and self.order.conflicts(body):
+            self.sync()
+        end = self.order
+        self.order = before
+        self.order.merge(end)
+        if any(isinstance(x, Break) for x in walk(s.body)):
+            self.order.add(body)  # a break leaves from the middle of the body
 
 
 def _element_wise(s) -> bool:
@@ -314,6 +351,11 @@ def _writes_shared(s) -> bool:
         return any(isinstance(x, (BufferStore, Atomic)) and _written(x).scope == "shared"
                    for x in walk(s))
     return False
+
+
+def _stores_shared(s) -> bool:
+    return any(isinstance(x, (BufferStore, Atomic)) and _written(x).scope == "shared"
+               or isinstance(x, TileOp) and _writes_shared(x) for x in walk(s))
 
 
 def _written(s) -> Buffer:
