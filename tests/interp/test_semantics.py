@@ -169,6 +169,26 @@ def test_reduction_without_clear_combines_the_old_values():
                                             for o, r in zip(old, a)], np.int16))
 
 
+@pytest.mark.parametrize("kind", ["absmax", "abssum"])
+@pytest.mark.parametrize("dtype", list(INT_RANGES))
+def test_abs_reductions_without_clear_combine_the_old_value_as_it_is(dtype, kind):
+    """max(old, absmax(row)) and old + abssum(row), abs wrapping in the type, old not abs'd:
+    an int16 row of -32768 with an old 3 gives 3."""
+    lo, hi = INT_RANGES[dtype]
+    a = reduce_inputs(dtype, 4, 64)  # rows 0 and 1: the type's minimum and maximum
+    a[3] = 1
+    old = [3, lo, hi, max(lo, -5)]  # -5 with a row of 1s: 1 and 59, not 5 and 69
+    b = np.array(old, dtype=np.dtype(dtype))
+    K.reduction(4, 64, dtype, kind, clear=False)(a, b)
+    absw = [_wrap([abs(int(v)) for v in row], np.dtype(dtype)).tolist() for row in a]
+    if kind == "absmax":
+        want = [max([o, *r]) for o, r in zip(old, absw)]
+    else:
+        want = _wrap([o + sum(r) for o, r in zip(old, absw)], np.dtype(dtype)).tolist()
+    assert b.tolist() == want
+    if dtype == "int16" and kind == "absmax":
+        assert b[0] == 3
+
 @pytest.mark.parametrize("kind", ["max", "min", "absmax", "sum"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_float_reductions_propagate_nan_and_keep_infinities(dtype, kind):
