@@ -107,6 +107,16 @@ class Cast(Node):
         return f'T.cast({self.x.render()}, "{self.t.name}")'
 
 
+@dataclass
+class Implicit(Node):
+    """An operand of another type in a mixed operation: printed as is, the language converts
+    it to the operation's type (the wider integer type, or the float type)."""
+    x: Node = None
+
+    def render(self) -> str:
+        return self.x.render()
+
+
 def evaluate(n: Node, env: dict[str, V]) -> V:
     if isinstance(n, Const):
         return M.exact(n.value, n.t)
@@ -123,7 +133,7 @@ def evaluate(n: Node, env: dict[str, V]) -> V:
         return M.logic(n.op, evaluate(n.a, env), evaluate(n.b, env) if n.b is not None else None)
     if isinstance(n, Sel):
         return M.select(evaluate(n.c, env), evaluate(n.a, env), evaluate(n.b, env))
-    if isinstance(n, Cast):
+    if isinstance(n, (Cast, Implicit)):
         return M.cast(evaluate(n.x, env), n.t)
     raise TypeError(n)
 
@@ -192,6 +202,8 @@ class ExprGen:
             ops += ["sel"]
         if f.bitwise and not t.is_float:
             ops += ["&", "|", "^"]
+        if f.shifts and not t.is_float:
+            ops += ["<<", ">>"]
         ops += ["neg", "abs"]
         if f.casts:
             ops += ["cast"]
@@ -207,15 +219,40 @@ class ExprGen:
             if isinstance(a, Const) and isinstance(b, Const):
                 a.typed = True
             return Sel(t, self.cond(depth - 1), a, b, self.rng.choice(["T", "py"]))
-        a = self.expr(t, depth - 1)
-        b = self.operand(t, min(depth - 1, 1) if op in ("//", "%", "/") else depth - 1)
-        if b.render() == a.render():  # x - x, x // x: once more
-            b = self.operand(t, depth - 1)
+        a = self.mixed(t, depth - 1)
+        if op in ("<<", ">>"):
+            b = self.shift_count(t, depth - 1)
+        else:
+            b = self.operand(t, min(depth - 1, 1) if op in ("//", "%", "/") else depth - 1)
+        if b.render() == a.render():  # not x - x
+            b = self.expr(t, depth - 1)
+        if isinstance(a, Implicit) and isinstance(b, Const):
+            b.typed = True  # a bare literal would take a's narrower type
+        if op in ("<<", ">>"):
+            return Bin(t, op, a, b)
         if op in ("//", "%", "/"):
             b = self.guard(b, t)
-        if self.rng.random() < 0.3:  # constants and leaves on either side
-            a, b = (b, a) if op not in ("//", "%", "/") else (a, b)
+        if self.rng.random() < 0.3 and op not in ("//", "%", "/"):  # either side
+            a, b = b, a
         return Bin(t, op, a, b, self.rng.choice(["T", "py"]))
+
+    def mixed(self, t: D.DType, depth: int) -> Node:
+        """An expression of type t, or (feature `mixed`) one of a narrower integer type, or of
+        an integer type under a float t, that the operation converts implicitly."""
+        if self.feats.mixed and self.rng.random() < 0.2:
+            us = [D.get(n) for n in self.feats.dtypes if not D.get(n).is_float and
+                  (t.is_float or D.get(n).bits < t.bits)]
+            if us:
+                return Implicit(t, self.expr(self.rng.choice(us), depth))
+        return self.expr(t, depth)
+
+    def shift_count(self, t: D.DType, depth: int) -> Node:
+        r = self.rng.random()
+        if r < 0.7:
+            return Const(t, self.rng.randrange(t.bits))
+        if r < 0.85:
+            return Const(t, self.rng.choice([t.bits, t.bits + 3] + ([-1] if t.signed else [])))
+        return self.expr(t, depth)
 
     def operand(self, t: D.DType, depth: int) -> Node:
         return self.const(t) if self.rng.random() < 0.35 else self.expr(t, depth)
@@ -247,6 +284,16 @@ class ExprGen:
         t = D.get(self.rng.choice(self.feats.dtypes))
         if self.leaves and self.rng.random() < 0.7:
             t = self.rng.choice(self.leaves).t
+        if self.feats.mixed and self.rng.random() < 0.25:  # two types: compared by value
+            u = D.get(self.rng.choice(self.feats.dtypes))
+            if u is not t:
+                a, b = self.expr(t, min(depth, 1)), self.expr(u, min(depth, 1))
+                if t.is_float != u.is_float:  # an int meets a float in the float's type
+                    a, b = (Implicit(u, a), b) if u.is_float else (a, Implicit(t, b))
+                elif t.is_float:  # two float types: the wider (or the left one)
+                    w = t if t.bits >= u.bits else u
+                    a, b = (a if a.t is w else Implicit(w, a)), (b if b.t is w else Implicit(w, b))
+                return Cmp(D.BOOL, self.rng.choice(["<", "<=", ">", ">=", "==", "!="]), a, b)
         a = self.expr(t, min(depth, 1))
         b = self.operand(t, min(depth, 1) - 1)
         if b.render() == a.render():

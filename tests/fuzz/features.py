@@ -24,6 +24,8 @@ HELP = {
     "minmax": "T.min / T.max / min / max",
     "select": "T.if_then_else and `a if c else b`",
     "bitwise": "& | ^ on integers",
+    "shifts": "<< and >> on integers (counts in and outside [0, bits))",
+    "mixed": "operations on two types (implicit conversion to the wider / the float type)",
     "device_if": "if/else on device values (element-wise masks and block-level branches)",
     "loops": "serial / range / unroll loops inside bodies",
     "rebind": "rebinding a name inside an if or a loop (a mutable local)",
@@ -58,6 +60,8 @@ class Features:
     minmax: bool = True
     select: bool = True
     bitwise: bool = True
+    shifts: bool = True
+    mixed: bool = True
     device_if: bool = True
     loops: bool = True
     rebind: bool = True

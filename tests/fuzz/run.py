@@ -96,21 +96,25 @@ class Pool:
                 if w["job"] is None:
                     continue
                 limit = self.timeout * (limit_factor(w["job"]) if limit_factor else 1)
+                dead = False
                 if w["conn"].poll():
                     try:
                         res = w["conn"].recv()
-                    except EOFError:
-                        res = None
+                    except (EOFError, OSError):  # the worker is gone
+                        res, dead = None, True
                     if res is not None:
                         w["job"], busy = None, busy - 1
                         yield res
                         continue
-                if w["conn"].poll() or (w["proc"].is_alive() and time.time() - w["t0"] < limit):
+                dead = dead or not w["proc"].is_alive()
+                if not dead and time.time() - w["t0"] < limit:
                     continue
-                seed, dead = w["job"][0], not w["proc"].is_alive()
-                os.kill(w["proc"].pid, signal.SIGKILL) if not dead else None
+                seed = w["job"][0]
+                if not dead:
+                    os.kill(w["proc"].pid, signal.SIGKILL)
                 w["proc"].join()
-                what = "worker died" if dead else f"no result after {limit:.0f} s"
+                what = (f"worker died (exit code {w['proc'].exitcode})" if dead
+                        else f"no result after {limit:.0f} s")
                 yield {"seed": seed, "status": "hang" if not dead else "internal",
                        "events": [("hang" if not dead else "internal", "run", what, what)],
                        "source": "", "signature": f"hang:run:{what}" if not dead else
@@ -151,17 +155,24 @@ def _write_failure(out: Path, res: dict, spec: str) -> Path:
     return path
 
 
-def summarize(results: list[dict]) -> tuple[Counter, Counter, dict]:
-    """(status counts, refusals by stage:code, failure signature -> seeds)."""
-    counts, refused, defects = Counter(), Counter(), defaultdict(list)
+def _message(detail: str) -> str:
+    """A refusal's message without the names and numbers that differ between programs."""
+    first = detail.splitlines()[0] if detail else ""
+    return re.sub(r"`[^`]*`|\b\d+\b", "_", first)[:140]
+
+
+def summarize(results: list[dict]) -> tuple[Counter, Counter, dict, Counter]:
+    """(status counts, refusals by stage:code, failure signature -> seeds, refusal messages)."""
+    counts, refused, defects, messages = Counter(), Counter(), defaultdict(list), Counter()
     for r in results:
         counts[r["status"]] += 1
-        for status, stage, key, _ in r["events"]:
+        for status, stage, key, detail in r["events"]:
             if status == "refused":
                 refused[f"{stage}:{key}"] += 1
+                messages[f"{stage.split()[0]}: {_message(detail)}"] += 1
         if r["status"] not in ("pass", "refused"):
             defects[r.get("signature") or r["status"]].append(r["seed"])
-    return counts, refused, defects
+    return counts, refused, defects, messages
 
 
 def summary_line(counts: Counter, refused: Counter, n: int) -> str:
@@ -189,7 +200,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="", help="element types to use")
     ap.add_argument("--shrink", action="store_true", help="shrink failing programs")
     ap.add_argument("--replay", help="rerun a program file written by an earlier run")
-    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--quiet", action="store_true", help="no lines per failing program")
+    ap.add_argument("--show-refused", action="store_true", help="list the refusal messages")
     a = ap.parse_args(argv)
     out = Path(a.out)
     workdir = tempfile.mkdtemp(prefix="tilecraft_fuzz_work_")
@@ -221,9 +233,12 @@ def main(argv=None) -> int:
                               + detail[:1500].replace("\n", "\n    "), flush=True)
     finally:
         pool.close()
-    counts, refused, defects = summarize(results)
+    counts, refused, defects, messages = summarize(results)
     if refused:
         print("refused: " + ", ".join(f"{k} {v}" for k, v in refused.most_common()))
+    if a.show_refused:
+        for msg, n in messages.most_common():
+            print(f"{n:5d} x {msg}")
     for sig, seeds in sorted(defects.items(), key=lambda kv: -len(kv[1])):
         print(f"{len(seeds):5d} x {sig}  (seeds {', '.join(map(str, seeds[:8]))})")
     print(f"{summary_line(counts, refused, len(results))} | {time.time() - t0:.0f} s")

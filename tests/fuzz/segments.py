@@ -52,7 +52,7 @@ class CopySeg(Segment):
         self.fillv = _fill_value(ctx, self.chain[0][2])
         self.part = None
         if ctx.feats.partial and r.random() < 0.25:
-            ext = tuple(r.randint(1, n) for n in shape)
+            ext = tuple(r.randint(1, min(n, size)) for n, size in zip(shape, self.pin.tensor))
             self.part = (ext, tuple(r.randint(0, n - e) for n, e in zip(shape, ext)))
         self.cond = None
         if ctx.feats.device_if and r.random() < 0.25:
@@ -141,7 +141,7 @@ class EwSeg(Segment):
             self.traces.append((buf, p, t))
             self._params.append(p)
             self.body.append(Store(Target(f"{buf}[{', '.join(self.idx)}]", f"@tr{k}", t),
-                                   Ref(t, name, name)))
+                                   Ref(t, name, name), keep=True))
 
     def leaves(self, ctx: Ctx) -> list[Ref]:
         out = []

@@ -144,7 +144,7 @@ class AtomicSeg(Segment):
             x_shape = self.pl.tensor
             tm, tn = self.shape
             y_shape = (self.ry * tm, self.rx * tn) if self.form == "tile" else (tn,)
-        self.scope = r.choice(["fragment", "fragment", "shared"])
+        self.scope = "shared" if r.random() < 0.15 else "fragment"
         self.idx = [nm.fresh("i"), nm.fresh("j")]
         self._params = [Param(self.x_name, x_shape, self.t.name),
                         Param(self.y_name, y_shape, self.t.name)]
@@ -223,7 +223,7 @@ class ScalarSeg(Segment):
         self.var_t = pick_dtype(ctx)
         vref = Ref(self.var_t, self.var, self.var, DATA)
         vtarget = Target(self.var, self.var, self.var_t)
-        body = [Store(vtarget, eg.expr(self.var_t, 2))]
+        body = [Store(vtarget, eg.expr(self.var_t, 2), keep=True)]
         eg.leaves.append(vref)
         bg = BodyGen(r, eg, f, nm, vars=(self.var,), rebind=f.rebind)
         body += bg.body(self.targets + [vtarget], 0, [], r.randint(2, 5))

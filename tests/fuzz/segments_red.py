@@ -1,9 +1,9 @@
 """Reduction segments: T.reduce_* (every kind, clear True/False, either dim) and T.cumsum.
 
 Integer reductions are exact modulo 2^bits of the destination (the destination has the
-source's type); float reductions may sum in any order in at least float32 (error bound
-(n + 1) * u32 * sum|x|); max/min are exact. The absmax of a signed integer tile holding the
-type's minimum is left undefined (|MIN| does not exist in the type).
+source's type), abs wrapping too (absmax of an int8 row of -128 is -128); float reductions
+may sum in any order in at least float32 (error bound (n + 2) * u32 * sum|x|); max/min are
+exact.
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ def reduce_model(kind: str, x: V, dim: int, dst: D.DType, old: V | None) -> V:
     n = x.shape[dim]
     if not dst.is_float:
         vals = x.v
-        if kind.startswith("abs"):
-            if kind == "absmax" and x.t.signed:
-                dc = dc | np.any(vals == x.t.lo, axis=dim)
-            vals = np.abs(vals)
+        if kind.startswith("abs"):  # |MIN| wraps to MIN in the accumulator (= the type)
+            vals = np.asarray(D.wrap(np.asarray(np.abs(vals), dtype=object), dst), dtype=object)
         if kind in ("sum", "abssum"):
             r = np.sum(vals, axis=dim) if n else np.zeros(dc.shape, dtype=object)
             if old is not None:
@@ -79,7 +77,7 @@ class RedSeg(Segment):
         self.x = Param(nm.fresh("X"), self.pl.tensor, self.src_t.name)
         self.y = Param(nm.fresh("Y"), (ctx.grid[1], ctx.grid[0] * self.L), self.dst_t.name)
         self.a, self.r = nm.fresh("a"), nm.fresh("r")
-        self.ascope = "shared" if f.reduce_shared and r.random() < 0.2 else "fragment"
+        self.ascope = "shared" if f.reduce_shared and r.random() < 0.1 else "fragment"
         self.form = r.choice(["named", "named", "generic", "positional"])
         self.quiet = r.random() < 0.5  # leave out default keywords
         self.epi = None

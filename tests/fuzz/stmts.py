@@ -37,6 +37,7 @@ class Let:
 class Store:
     target: Target
     x: Node
+    keep: bool = False  # an initialisation the shrinker must not delete
 
 
 @dataclass

@@ -65,6 +65,9 @@ def _truncdiv(a, b):
 
 
 _tdiv = np.frompyfunc(_truncdiv, 2, 1)
+# shifts by a count outside [0, bits): x << n is 0, x >> n is 0 or -1 (the sign)
+_shl = np.frompyfunc(lambda a, n, bits: a << n if 0 <= n < bits else 0, 3, 1)
+_shr = np.frompyfunc(lambda a, n, bits: a >> n if 0 <= n < bits else (-1 if a < 0 else 0), 3, 1)
 
 
 def binop(op: str, a: V, b: V) -> V:
@@ -73,11 +76,16 @@ def binop(op: str, a: V, b: V) -> V:
     dc = a.dc | b.dc
     if not t.is_float:
         x, y = a.v, b.v
+        if op in ("//", "%", "/"):  # never generated; a shrunk program may divide by zero
+            zero = np.asarray(y == 0, dtype=bool)
+            dc = dc | zero
+            y = np.where(zero, 1, y) if zero.any() else y
         r = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
              "//": lambda: np.floor_divide(x, y), "%": lambda: np.mod(x, y),
              "/": lambda: _tdiv(x, y), "min": lambda: np.minimum(x, y),
              "max": lambda: np.maximum(x, y), "&": lambda: x & y, "|": lambda: x | y,
-             "^": lambda: x ^ y}[op]()
+             "^": lambda: x ^ y, "<<": lambda: _shl(x, y, t.bits),
+             ">>": lambda: _shr(x, y, t.bits)}[op]()
         r = _obj(D.wrap(_obj(r), t))
         return V(t, r, np.zeros(np.shape(r)), np.broadcast_to(dc, np.shape(r)) | False)
     x, y, ex, ey, u = a.v, b.v, a.e, b.e, t.u
@@ -119,7 +127,8 @@ def unary(op: str, a: V) -> V:
 
 
 def compare(op: str, a: V, b: V) -> V:
-    assert a.t == b.t, (op, a.t, b.t)
+    """Same types, or two integer types (compared by value, not by C's conversions)."""
+    assert a.t == b.t or not (a.t.is_float or b.t.is_float), (op, a.t, b.t)
     fn = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
           "==": np.equal, "!=": np.not_equal}[op]
     r = np.asarray(fn(a.v, b.v), dtype=bool)

@@ -9,6 +9,7 @@ located refusal, counted by code), pass.
 
 from __future__ import annotations
 
+import re
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -44,10 +45,15 @@ class Outcome:
 
 
 def _exc_key(e: BaseException) -> str:
+    """A short description that is the same for the same defect in different programs."""
     code = getattr(e, "code", None)
     if code:
         return code
-    msg = str(e).splitlines()[0][:80] if str(e) else ""
+    text = str(e)
+    errors = [ln for ln in text.splitlines() if ": error" in ln]
+    msg = errors[0] if errors else (text.splitlines()[0] if text else "")
+    msg = re.sub(r"\S*/", "", msg)  # no directories
+    msg = re.sub(r"\b(fuzz_\d+|\d+)\b", "N", msg)[:100]
     return f"{type(e).__name__}: {msg}"
 
 
@@ -144,7 +150,10 @@ def _from_torch(t) -> np.ndarray:
     return t.cpu().numpy()
 
 
-def _gpu(out: Outcome, prog, func, inputs: dict, interp_out: dict, expected: dict) -> None:
+def _gpu(out: Outcome, prog, func, inputs: dict, interp_out: dict, expected: dict,
+         target: str = "cuda", device: str = "cuda") -> None:
+    """Run on the GPU with the interpreter's inputs (torch tensors); compare with the
+    interpreter and with the model. (`target="interp", device="cpu"` tests the plumbing.)"""
     import torch
 
     import tilecraft
@@ -152,10 +161,11 @@ def _gpu(out: Outcome, prog, func, inputs: dict, interp_out: dict, expected: dic
     def launch():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            kernel = tilecraft.compile(func, target="cuda")
-            targs = [_to_torch(inputs[p.name], "cuda") for p in prog.params()]
+            kernel = tilecraft.compile(func, target=target)
+            targs = [_to_torch(inputs[p.name], device) for p in prog.params()]
             kernel(*targs)
-            torch.cuda.synchronize()
+            if device == "cuda":
+                torch.cuda.synchronize()
         return {p.name: _from_torch(a) for p, a in zip(prog.params(), targs) if not p.is_scalar}
 
     ok, gpu_out = _guard(out, "gpu", launch)

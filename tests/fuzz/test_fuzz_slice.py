@@ -1,0 +1,102 @@
+"""A fixed-seed slice of the differential fuzzer (tests/fuzz/README.md), plus checks that the
+fuzzer's own model is right and that it notices a wrong result.
+
+The slice runs 40 random programs on the interpreter against the numpy model and compiles each
+for sm_90a and sm_80 through NVRTC: no mismatch, no internal exception, no register spill.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from . import dtypes as D
+from . import values as M
+from .gen import generate
+from .work import check
+
+SLICE = range(40)
+PER_PROGRAM_S = 60
+
+
+def test_float_rounding_matches_numpy_and_ml_dtypes():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.standard_normal(4000) * 10.0 ** rng.integers(-9, 6, 4000),
+                        [65519.0, 65520.0, 2.0 ** -25, 3 * 2.0 ** -26, -0.0, 1e-30]])
+    assert np.array_equal(D.round_float(x, D.ALL["float16"]), x.astype(np.float16).astype(float))
+    x32 = x.astype(np.float32).astype(np.float64)  # ml_dtypes rounds float32 sources once
+    want = x32.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    assert np.array_equal(D.round_float(x32, D.ALL["bfloat16"]), want)
+    assert np.array_equal(D.round_float(x, D.ALL["float32"]), x.astype(np.float32).astype(float))
+
+
+def test_integer_semantics_wrap_floor_and_convert():
+    i8, u32, f16 = D.ALL["int8"], D.ALL["uint32"], D.ALL["float16"]
+    a, b = M.exact([-7, 7, -128, 100], i8), M.exact([2, -2, -1, 100], i8)
+    assert list(M.binop("//", a, b).v) == [-4, -4, -128, 1]
+    assert list(M.binop("%", a, b).v) == [1, -1, 0, 0]
+    assert list(M.binop("/", a, b).v) == [-3, -3, -128, 1]
+    assert list(M.binop("*", a, b).v) == [-14, -14, -128, 16]
+    assert list(M.unary("abs", a).v) == [7, 7, -128, 100]
+    assert list(M.cast(M.exact([-1, 2 ** 40], D.ALL["int64"]), u32).v) == [2 ** 32 - 1, 0]
+    assert list(M.cast(M.exact([-3.9, 1e10, 70000.0], D.ALL["float32"]), i8).v) == [-3, 127, 127]
+    assert list(M.cast(M.exact([2049, 65520], D.ALL["int32"]), f16).v) == [2048.0, np.inf]
+
+
+def test_fuzzer_reports_a_planted_wrong_result(tmp_path):
+    """Programs with one `//` turned into `/` in the source (the model keeps `//`) must be
+    reported: the check can fail."""
+    flagged = tried = 0
+    for seed in range(300):
+        prog = generate(seed)
+        src = prog.source
+        m = re.search(r"\) // ", src)
+        if m is None:
+            continue
+        tried += 1
+        out = check(prog, "interp", tmp_path, source=src[:m.start()] + ") / " + src[m.end():])
+        flagged += out.status == "mismatch"
+        if tried == 25:
+            break
+    assert tried == 25 and flagged >= 3, (tried, flagged)
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang()
+
+
+@pytest.mark.parametrize("mode", ["interp", "compile"])
+def test_fuzz_slice(mode, tmp_path):
+    """Seeds 0..39 with every feature on (`python -m tests.fuzz.run --count 40 --seed 0
+    --mode compile` shows the same programs)."""
+    if mode == "compile":
+        pytest.importorskip("cuda.bindings.nvrtc")
+    failures, refused = [], 0
+    old = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for seed in SLICE:
+            signal.alarm(PER_PROGRAM_S)
+            try:
+                out = check(generate(seed), mode, Path(tmp_path))
+            except _Hang:
+                failures.append(f"seed {seed}: no result after {PER_PROGRAM_S} s")
+                continue
+            finally:
+                signal.alarm(0)
+            refused += out.status == "refused"
+            if out.status not in ("pass", "refused"):
+                worst = [e for e in out.events if e[0] == out.status][0]
+                failures.append(f"seed {seed}: {out.status} in {worst[1]}: {worst[3][:300]}")
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert not failures, "\n".join(failures)
+    assert refused < len(SLICE) // 2  # most programs run (the slice is not all refusals)
