@@ -1,0 +1,1 @@
+"""The differential fuzzer: random tile programs against a numpy model (README.md)."""

@@ -7,9 +7,10 @@
 
 Programs `seed .. seed+count-1` run in worker processes (a program that runs past --timeout is
 a hang: its worker is killed and replaced). Every failure is written to OUT/<seed>.py (the
-program; with --shrink, shrunk) and OUT/<seed>.txt (what went wrong). --replay reruns such a
-file: its header names the seed and the features, which give the inputs and the model; the
-kernel is read from the file, so a hand-shrunk kernel with the same parameters replays.
+program; with --shrink, shrunk, its inputs and model in OUT/<seed>.pkl) and OUT/<seed>.txt
+(what went wrong). --replay reruns such a file: its header names the seed and the features,
+which give the inputs and the model (or <seed>.pkl beside it does); the kernel is read from the
+file, so a hand-shrunk kernel with the same parameters replays.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import pickle
 import re
 import signal
 import sys
@@ -30,14 +32,15 @@ from . import features as F
 _HEADER = re.compile(r"# tilecraft fuzz program: seed=(-?\d+) (.*)")
 
 
-def _task(seed: int, spec: str, mode: str, source: str | None, shrink: bool, workdir: Path):
+def _task(seed: int, spec: str, mode: str, source: str | None, shrink: bool, workdir: Path,
+          pickled: bytes | None = None):
     from .gen import generate
     from .shrink import shrink as do_shrink
     from .work import check
 
     t0 = time.time()
     try:
-        prog = generate(seed, F.from_spec(spec))
+        prog = pickle.loads(pickled) if pickled else generate(seed, F.from_spec(spec))
         out = check(prog, mode, workdir, source)
     except Exception as e:  # noqa: BLE001 - a bug of the fuzzer itself
         import traceback
@@ -52,6 +55,7 @@ def _task(seed: int, spec: str, mode: str, source: str | None, shrink: bool, wor
         small = do_shrink(prog, lambda p: check(p, mode, workdir).signature() == sig)
         if small.source != src:
             res["shrunk"] = small.source
+            res["shrunk_program"] = pickle.dumps(small)  # its inputs and model, for --replay
             res["shrunk_events"] = check(small, mode, workdir).events
     return res
 
@@ -64,7 +68,7 @@ def _worker(conn, workdir: str) -> None:
         job = conn.recv()
         if job is None:
             return
-        conn.send(_task(*job, Path(workdir)))
+        conn.send(_task(*job[:5], Path(workdir), *job[5:]))
 
 
 class Pool:
@@ -144,7 +148,10 @@ def _write_failure(out: Path, res: dict, spec: str) -> Path:
     path = out / f"{seed}.py"
     if res.get("shrunk"):
         (out / f"{seed}.orig.py").write_text(src)
+        (out / f"{seed}.pkl").write_bytes(res["shrunk_program"])
         src = res["shrunk"]
+    else:
+        (out / f"{seed}.pkl").unlink(missing_ok=True)
     path.write_text(src)
     lines = [f"seed {seed}: {res['status']}"]
     for status, stage, key, detail in res["events"]:
@@ -210,7 +217,9 @@ def main(argv=None) -> int:
         m = _HEADER.search(text)
         if not m:
             ap.error(f"{a.replay} has no '# tilecraft fuzz program: seed=...' header")
-        jobs = [(int(m.group(1)), m.group(2), a.mode, text, False)]
+        pkl = Path(a.replay).with_suffix(".pkl")  # a shrunk program: its own inputs and model
+        jobs = [(int(m.group(1)), m.group(2), a.mode, text, False,
+                 pkl.read_bytes() if pkl.exists() else None)]
         spec = m.group(2)
     else:
         spec = F.parse(a.no, a.dtypes, a.only).spec()

@@ -18,6 +18,7 @@ import pytest
 from . import dtypes as D
 from . import values as M
 from .gen import generate
+from .shrink import shrink
 from .work import check
 
 SLICE = range(40)
@@ -64,6 +65,26 @@ def test_fuzzer_reports_a_planted_wrong_result(tmp_path):
         if tried == 25:
             break
     assert tried == 25 and flagged >= 3, (tried, flagged)
+
+
+def test_shrinker_keeps_the_failure_and_drops_the_rest(tmp_path, monkeypatch):
+    """With the model's integer `//` made C's truncation, a program that divides negative
+    numbers mismatches; shrinking keeps a `//` and the mismatch, and drops most of the rest."""
+    floor = M.binop
+
+    def truncating(op, a, b):
+        return floor("/" if op == "//" and not a.t.is_float else op, a, b)
+
+    monkeypatch.setattr(M, "binop", truncating)
+    for seed in range(300):
+        prog = generate(seed)
+        if check(prog, "interp", tmp_path).status == "mismatch":
+            break
+    else:
+        raise AssertionError("no program divides negative integers")
+    small = shrink(prog, lambda p: check(p, "interp", tmp_path).status == "mismatch", budget=150)
+    assert check(small, "interp", tmp_path).status == "mismatch"
+    assert " // " in small.source and len(small.source) < len(prog.source) * 0.8
 
 
 class _Hang(Exception):
