@@ -237,3 +237,28 @@ def test_gpu_block_level_stores_match_the_interpreter(k):
     torch.cuda.synchronize()
     for c, g_ in zip(cpu, gpu):
         assert torch.equal(c, g_.cpu()), (k.func.name, c, g_.cpu())
+
+
+def test_a_tensor_thread_0_writes_is_not_restrict_and_is_reloaded_after_the_barrier():
+    """With `__restrict__`, NVRTC kept the other threads' first load of A[0] in a register across
+    the barriers of `while A[0] < 10`, so they looped forever (a hang on the H100)."""
+    src = generate_cuda(count_up.func, "sm_90a").source
+    assert "int* A_" in src and "__restrict__ A_" not in src
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from tests.codegen.sass import cuobjdump, sass
+    from tilecraft.runtime import compile_cuda
+
+    if cuobjdump() is None:
+        pytest.skip("cuobjdump not installed")
+    gen = generate_cuda(count_up.func, "sm_90a")
+    lines = sass(compile_cuda(gen.source, "sm_90a", name=gen.name, use_cache=False).cubin)
+    last_bar = max(i for i, ln in enumerate(lines) if "BAR.SYNC" in ln)
+    loop_back = next(i for i, ln in enumerate(lines) if i > last_bar and " BRA " in ln)
+    assert any("LDG" in ln for ln in lines[last_bar:loop_back]), lines
+
+
+def test_tensors_no_single_thread_writes_keep_restrict():
+    src = generate_cuda(read_then_overwrite.func, "sm_90a").source
+    assert "__restrict__ B_" not in src  # thread 0 writes B[0] too
+    src = generate_cuda(atomic_then_read.func, "sm_90a").source
+    assert "int* A_" in src and "__restrict__ B_" in src  # A: thread 0's atomic; B: all threads

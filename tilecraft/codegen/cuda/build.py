@@ -89,7 +89,7 @@ def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
     dyn_names = {v.name for v in func.dynamic_vars}
     for p in func.params:
         if isinstance(p, Buffer):
-            sig.append(f"{ctype(p.dtype)}* __restrict__ {em.name_buf(p)}")
+            sig.append(p)  # printed after the body: __restrict__ unless thread 0 alone writes it
         else:
             sig.append(f"const {ctype(p.dtype)} {em.name(p)}")
     for v in func.dynamic_vars:
@@ -124,6 +124,9 @@ def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
         else:
             em.w(f"const int {em.name(v)} = blockIdx.{axes[start + i]};")
     em.stmt(kernel.body)
+    sig = [s if isinstance(s, str) else
+           f"{ctype(s.dtype)}*{'' if s in em.written_by_one else ' __restrict__'} {em.name_buf(s)}"
+           for s in sig]
     # the user's parameters, as the interpreter's checker sees them, plus vector alignments
     params[:0] = runtime_params(func, em.vector_bytes)
     for map_name, (buf, box, swizzle) in state.tensor_maps.items():  # TMA loads (emit_tma.py)

@@ -60,6 +60,8 @@ def emit_atomic(em, op: Atomic) -> None:
         else:
             exprs = [*op.dst.starts, op.src]
             guard = None if em.per_thread(exprs) else "tid == 0"
+        if guard and d.scope == "global":
+            em.written_by_one.add(d)
         em.w(f"if ({guard}) {call}" if guard else call)
         return
     s = op.src.buffer

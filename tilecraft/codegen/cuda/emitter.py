@@ -49,6 +49,9 @@ class KernelEmitter:
         self.threads = ThreadDependence(state.kernel)  # values that differ between threads
         self.thread_values = self.threads.vars
         self.order = GlobalOrder()  # global accesses since the last barrier (block_order.py)
+        # global tensors thread 0 alone writes: printed without __restrict__ (build.py), or the
+        # compiler keeps other threads' earlier loads of them in registers across barriers
+        self.written_by_one: set[Buffer] = set()
         self.synced_at = -1  # len(self.lines) after the last barrier
         self.p = ExprPrinter(self.name, self.load, self.ranges)
         self.wide_lets = wide_let_vars(state.kernel.body) if state.kernel is not None else set()
@@ -221,6 +224,8 @@ class KernelEmitter:
                 guard = f"if ({self.owner}) "  # one replica of a T.Parallel element
             else:  # once per block, as on the interpreter, unless it depends on the thread
                 guard = "if (tid == 0) " if once_per_block(self, s) else ""
+            if guard and s.buffer.scope == "global":
+                self.written_by_one.add(s.buffer)
             self.w(f"{guard}{self.ref(s.buffer, self.index_exprs(s.buffer, s.indices))} = "
                    f"{self._store_value(s.buffer, s.value)};")
             self.write_pending = self.write_pending or ws
