@@ -170,7 +170,9 @@ class Var(Expr):
         return self.name
 
 
-def _fold(op: str, a, b):
+def _fold(op: str, a, b, bits: int = 64):
+    if op in ("<<", ">>") and not 0 <= b < bits:  # a count outside the type: 0, or the sign
+        return 0 if op == "<<" or a >= 0 else -1
     if op == "/":
         if isinstance(a, float) or isinstance(b, float):
             return a / b
@@ -199,7 +201,7 @@ class BinOp(Expr):
         a, b = as_expr(a, b_t), as_expr(b, a_t)
         dtype = dt.boolean if op in ("and", "or") else promote(a.dtype, b.dtype)
         if isinstance(a, Const) and isinstance(b, Const):
-            folded = _fold(op, a.value, b.value)
+            folded = _fold(op, a.value, b.value, dtype.bits)
             if folded is not None:
                 return Const.create(wrap_int(folded, dtype), dtype)
         simple = _identity(op, a, b)
