@@ -66,8 +66,8 @@ def mla(label: str) -> None:
     kv = torch.randn(batch, seq, 1, dim, dtype=torch.float16, device="cuda")
     k_pe = torch.randn(batch, seq, 1, pe, dtype=torch.float16, device="cuda")
     kern = flash_mla(batch, heads, 1, seq, dim, pe)
-    err = rel(kern(q, q_pe, kv, k_pe), reference(q.float(), q_pe.float(), kv.float(),
-                                                  k_pe.float()))
+    out = kern(q, q_pe, kv, k_pe)[:4]  # the float reference of all 64 batches needs 64 GB
+    err = rel(out, reference(q[:4].float(), q_pe[:4].float(), kv[:4].float(), k_pe[:4].float()))
     ms = do_bench(lambda: kern(q, q_pe, kv, k_pe), return_mode="median")
     gb = (kv.numel() + k_pe.numel()) * 2 / ms / 1e6
     print(f"{label} mla_s4096 {gb:.0f} GB/s err {err:.1e}", flush=True)
