@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tilecraft.ir import Atomic, BinOp, BufferStore, Compare, ParallelLoop, Select, Var
+from tilecraft.ir import (Atomic, BinOp, BufferLoad, BufferStore, Compare, ParallelLoop, Select,
+                          Var)
 from tilecraft.ir.simplify import linear_form
-from tilecraft.ir.visitor import walk, walk_expr
+from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
+from .cexpr import ctype
 from .emitter import MEMORY
 from .indexing import frag_coords, local_map, replica_index
 
@@ -50,11 +52,12 @@ def emit_parallel(em, loop: ParallelLoop) -> None:
     # by the canonical replica; if every replica must still update its own registers, only the
     # memory writes are guarded, else the other replicas skip the loop
     guard = rep is not None and mem_write and not own_write
-    saved_flags = em.in_parallel, em.owner
+    saved_flags = em.in_parallel, em.owner, em.thread_branch
     em.in_parallel = True
     em.owner = f"{rep} == 0" if rep is not None and mem_write and own_write else None
     if guard:
         em.open(f"if ({rep} == 0)")
+        em.thread_branch += 1  # one replica group runs the loop: no barrier inside
     split = _uniform_select(em, loop)
     if split is None:
         _element_loop(em, loop, lay, loop.body)
@@ -75,7 +78,32 @@ def emit_parallel(em, loop: ParallelLoop) -> None:
     if guard:
         em.close()
     em.frag_local = saved
-    em.in_parallel, em.owner = saved_flags
+    em.in_parallel, em.owner, em.thread_branch = saved_flags
+
+
+def element_private(loop: ParallelLoop) -> dict:
+    """The shared buffers the loop body stores to and touches only at one index that is the
+    loop's own variables (`s[i, j]` in `T.Parallel(I, J)`, or `s[j, i]` throughout): no other
+    element reads or writes that address, so each element keeps its value in a register
+    (loaded first, stored once at the end by one replica) and needs no barrier between its
+    statements. Buffer -> its index."""
+    body = list(walk(loop.body))
+    written = {x.buffer for x in body if isinstance(x, BufferStore) and x.buffer.scope == "shared"}
+    written -= {x.dst.buffer for x in body if isinstance(x, Atomic)}
+    own = set(loop.vars)
+    index: dict = {}
+    for x in body:
+        uses = [(x.buffer, tuple(x.indices))] if isinstance(x, BufferStore) else []
+        uses += [(y.buffer, tuple(y.indices)) for e in stmt_exprs(x) for y in walk_expr(e)
+                 if isinstance(y, BufferLoad)]
+        for b, idx in uses:
+            if b not in written:
+                continue
+            ok = (all(isinstance(i, Var) for i in idx) and len(set(idx)) == len(idx) == len(own)
+                  and set(idx) == own and index.setdefault(b, idx) == idx)
+            if not ok:
+                written.discard(b)
+    return {b: index[b] for b in written}
 
 
 def _element_loop(em, loop: ParallelLoop, lay, body) -> None:
@@ -84,7 +112,17 @@ def _element_loop(em, loop: ParallelLoop, lay, body) -> None:
     for v, c, n in zip(loop.vars, frag_coords(lay, "tid", "li"), loop.extents):
         em.set_range(v, first=0, count=n)  # 0 <= v < n: `v // 2` prints as plain C division
         em.w(f"const int {em.name(v)} = {c};")
+    private = element_private(loop)
+    saved, regs = dict(em.elem_local), {}
+    for b, idx in private.items():
+        regs[b] = em.fresh("elem")
+        em.w(f"{ctype(b.dtype)} {regs[b]} = {em.ref(b, em.index_exprs(b, idx))};")
+    em.elem_local.update(regs)
     em.stmt(body)
+    em.elem_local = saved
+    for b, idx in private.items():  # (after the loop, the barrier that follows a shared write)
+        guard = f"if ({em.owner}) " if em.owner else ""
+        em.w(f"{guard}{em.ref(b, em.index_exprs(b, idx))} = {regs[b]};")
     em.close()
 
 

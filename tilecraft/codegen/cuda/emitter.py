@@ -53,6 +53,9 @@ class KernelEmitter:
         # compiler keeps other threads' earlier loads of them in registers across barriers
         self.written_by_one: set[Buffer] = set()
         self.synced_at = -1  # len(self.lines) after the last barrier
+        # inside a T.Parallel element loop: shared buffers each element touches only at its
+        # own address, held in a register for the element (emit_parallel.element_private)
+        self.elem_local: dict[Buffer, str] = {}
         self.p = ExprPrinter(self.name, self.load, self.ranges)
         self.wide_lets = wide_let_vars(state.kernel.body) if state.kernel is not None else set()
 
@@ -85,6 +88,26 @@ class KernelEmitter:
         self.write_pending = False
         self.order.clear()
         self.synced_at = len(self.lines)
+
+    def sync_here(self, s) -> None:
+        """A barrier the shared-memory rules ask for before or after statement `s`. Never
+        inside control flow on the thread index (a per-element `if`, a loop whose trip count
+        differs between threads, one replica group's guard): threads that skip it deadlock
+        the others there. Inside T.Parallel the program is refused rather than racing (shared
+        buffers an element touches only at its own address need no barrier: elem_local)."""
+        if not self.thread_branch:
+            self.sync()
+            return
+        if self.in_parallel:
+            raise TilecraftError(
+                "TC502", span=getattr(s, "span", None),
+                detail="a T.Parallel body that writes shared memory another thread reads, under "
+                "control flow that differs between threads (a per-element `if` or loop, or a "
+                "replicated layout): the barrier it needs would deadlock",
+                hint="write shared memory only at [the loop's own variables], or keep that store "
+                "and the reads of it out of the per-element `if`/loop (T.if_then_else)")
+        self.read_since_sync = False  # one thread orders its own accesses
+        self.write_pending = False
 
     # ---- names and memory -----------------------------------------------------------------
     def name(self, v: Var) -> str:
@@ -132,6 +155,8 @@ class KernelEmitter:
 
     def ref(self, buf: Buffer, idx) -> str:
         """An lvalue for element `idx` (list of C expressions) of a memory buffer."""
+        if buf in self.elem_local:  # the T.Parallel element's own address, in a register
+            return self.elem_local[buf]
         if buf.scope == "var":
             return self.name_buf(buf)
         if buf.scope == "fragment":
@@ -150,7 +175,7 @@ class KernelEmitter:
         return n
 
     def load(self, e: BufferLoad) -> str:
-        if e.buffer.scope == "shared":
+        if e.buffer.scope == "shared" and e.buffer not in self.elem_local:
             self.read_since_sync = True
         return self.ref(e.buffer, self.index_exprs(e.buffer, e.indices))
 
@@ -189,7 +214,7 @@ class KernelEmitter:
             return
         if self.write_pending and not isinstance(s, Allocate) and (
                 _reads_shared(s) or _writes_shared(s)):
-            self.sync()  # a scalar store to shared memory must land before anyone reads it
+            self.sync_here(s)  # a scalar store to shared memory must land before anyone reads it
             # (or overwrites it: the tile write that follows must win)
         fn = EMITTERS.get(type(s))
         if self.in_parallel and isinstance(s, TileOp) and not _element_wise(s):
@@ -199,12 +224,12 @@ class KernelEmitter:
         if fn is not None:
             writes_shared = _writes_shared(s)
             if writes_shared and self.read_since_sync:
-                self.sync()
+                self.sync_here(s)
             fn(self, s)
             if _reads_shared(s):
                 self.read_since_sync = True
             if writes_shared:
-                self.sync()
+                self.sync_here(s)
             return
         if isinstance(s, Allocate):
             self.allocate(s.buffer)
@@ -217,10 +242,10 @@ class KernelEmitter:
             else:
                 self.w(f"const {ctype(s.value.dtype)} {self.name(s.var)} = {self.p(s.value)};")
         elif isinstance(s, BufferStore):
-            ws = s.buffer.scope == "shared"
+            ws = s.buffer.scope == "shared" and s.buffer not in self.elem_local
             if ws and self.read_since_sync:
-                self.sync()
-            if self.owner and s.buffer.scope in MEMORY:
+                self.sync_here(s)
+            if self.owner and s.buffer.scope in MEMORY and s.buffer not in self.elem_local:
                 guard = f"if ({self.owner}) "  # one replica of a T.Parallel element
             else:  # once per block, as on the interpreter, unless it depends on the thread
                 guard = "if (tid == 0) " if once_per_block(self, s) else ""
