@@ -68,6 +68,13 @@ def emit_atomic(em, op: Atomic) -> None:
     if s.scope != "fragment":
         raise TilecraftError("TC502", span=op.span, detail=f"T.atomic_{op.kind} from {s.scope}",
                              hint="atomically add a fragment")
+    if tuple(op.src.extents) != tuple(s.shape) or \
+            tile_shape(op.dst) != tuple(n for n in s.shape if n != 1):
+        # (the loop below walks the whole fragment: a part of it would add the wrong elements
+        # at addresses past the destination tile)
+        raise TilecraftError("TC502", span=op.span, detail=f"T.atomic_{op.kind} from part of "
+                             f"the fragment `{s.name}`", hint="atomically add a whole fragment "
+                             "(T.copy the part into a fragment of its own first)")
     lay = em.state.layouts[s]
     rep = replica_index(lay, "tid")
     if rep:
