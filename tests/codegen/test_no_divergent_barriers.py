@@ -152,7 +152,7 @@ import numpy as np, torch
 from tests.codegen.test_no_divergent_barriers import {name}
 k = {name}()
 rng = np.random.default_rng(0)
-args = [rng.standard_normal(p.shape).astype(np.float32) if p.dtype == 'float32'
+args = [rng.standard_normal(p.shape).astype(np.float32) if p.dtype.name == 'float32'
         else np.zeros(p.shape, np.int32) for p in k.func.params]
 host = [a.copy() for a in args]
 k(*host)
