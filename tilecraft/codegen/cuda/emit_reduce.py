@@ -71,8 +71,9 @@ def emit_reduce(em, op: Reduce) -> None:
                              f"{dst.scope}", hint="reduce fragments (T.alloc_fragment)")
     ls, ld = em.state.layouts[src], em.state.layouts[dst]
     keep = tuple(d for d in range(len(src.shape)) if d != op.dim)
-    if len(dst.shape) == len(src.shape):
-        keep = tuple(range(len(src.shape)))
+    # A destination of the source's rank (extent 1 in `dim`) holds its registers in the order
+    # of the same layout without that dimension: map the source's registers through that.
+    ld_map = ld.reduce(op.dim, keepdim=False) if len(dst.shape) == len(src.shape) else ld
     if op.kind not in KINDS:  # the language refuses other kinds; never build one as a min
         raise TilecraftError("TC502", span=op.span, detail=f"internal: reduce kind "
                              f"{op.kind!r}", hint="")
@@ -91,7 +92,7 @@ def emit_reduce(em, op: Reduce) -> None:
     em.w(f"{t} red[{ld.local_size}];")
     em.w("#pragma unroll")
     em.w(f"for (int j = 0; j < {ld.local_size}; ++j) red[j] = {_init(op.kind, t)};")
-    m = local_map(ls, ld, keep, op.span) if len(keep) < len(src.shape) else "li"
+    m = local_map(ls, ld_map, keep, op.span) if keep else "0"  # a 1-D source: one result
     x = f"tc::cast<{t}>({em.name_buf(src)}[li])"
     if op.kind in ("abssum", "absmax"):
         x = _abs(t, acc, x)
