@@ -204,6 +204,8 @@ class ExprPrinter:
         if t.is_float:
             if op in ("//", "%"):
                 return f"tc::{'floordiv' if op == '//' else 'floormod'}<{c}>({a}, {b})"
+            if op == "*" and is_half(t):  # rounded on its own: never contracted into an fma
+                return f"__hmul_rn({a}, {b})"  # (fp16/bf16 round after every operation)
             return f"({a} {op} {b})"
         if op in ("//", "%"):
             if self._nonneg(e.a) and self._positive(e.b):
