@@ -18,9 +18,10 @@ def gemm(m, op: Gemm) -> None:
         a = a.T
     if op.transpose_B:
         b = b.T
-    acc = a @ b
-    if not op.clear_accum:
-        acc = acc + read(m, op.C).astype(np.float64)
-    if op.C.dtype.is_float:
-        acc = acc.astype(np.float32)  # the tensor cores accumulate in fp32
+    with np.errstate(all="ignore"):  # inf/NaN follow IEEE, as on the GPU (no numpy warnings)
+        acc = a @ b
+        if not op.clear_accum:
+            acc = acc + read(m, op.C).astype(np.float64)
+        if op.C.dtype.is_float:
+            acc = acc.astype(np.float32)  # the tensor cores accumulate in fp32
     write(m, op.C, acc)
