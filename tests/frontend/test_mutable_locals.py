@@ -3,7 +3,6 @@ what cannot be honoured (a new dtype, per-element values in T.Parallel) is a loc
 
 Kernels run on the interpreter against numpy, and their CUDA source compiles through NVRTC."""
 
-import inspect
 
 import numpy as np
 import pytest
@@ -12,28 +11,7 @@ import torch
 import tilecraft
 import tilecraft.language as T
 from tilecraft import TilecraftError
-from tilecraft.codegen.cuda.build import generate_cuda
-
-
-def run(func, *arrays):
-    tilecraft.compile(func, target="interp")(*arrays)
-    return arrays
-
-
-def compiles(func, arch="sm_90a"):
-    pytest.importorskip("cuda.bindings.nvrtc")
-    from tilecraft.runtime import compile_cuda
-
-    gen = generate_cuda(func, arch)
-    compile_cuda(gen.source, arch, name=gen.name, use_cache=False)
-    return gen.source
-
-
-def err_line(fn, marker="# ERR") -> int:
-    lines, first = inspect.getsourcelines(fn)
-    hits = [first + i for i, ln in enumerate(lines) if marker in ln]
-    assert len(hits) == 1
-    return hits[0]
+from tests.frontend.helpers import compiles, err_line, run
 
 
 def raises(build, code) -> TilecraftError:
