@@ -325,8 +325,8 @@ def jit(
     does `TILECRAFT_JIT_CACHE=0`). `debug_nans=True`: the interpreter stops at the first
     NaN/inf made from finite values. `debug_root_path`: a directory to write each kernel's IR
     script and CUDA source into. TileLang's other keywords (`execution_backend`, `target_host`,
-    `verbose`, `pass_configs`, `compile_flags`) are accepted only with their no-op values (TC314);
-    any other keyword is TC313.
+    `verbose`, `pass_configs`, `compile_flags`) are accepted only with their no-op values (TC113);
+    any other keyword is TC111.
     """
     refuse_unknown("tilecraft.jit", tilelang_options, _JIT_KEYWORDS)
     check_target("tilecraft.jit", target)

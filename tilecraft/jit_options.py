@@ -1,12 +1,12 @@
 """The keywords of `tilecraft.jit` / `tilecraft.compile`: exactly the ones honoured, checked.
 
-A keyword tilecraft does not know is TC313 with the closest valid name. A keyword TileLang's jit
+A keyword tilecraft does not know is TC111 with the closest valid name. A keyword TileLang's jit
 takes and tilecraft does not honour is accepted only with its "do nothing" value (None, False,
-an empty dict or list, `execution_backend="auto"`); any other value is TC314 with a hint of what to
+an empty dict or list, `execution_backend="auto"`); any other value is TC113 with a hint of what to
 use instead. Both point at the keyword in the user's call:
 
     @tilecraft.jit(out_idx=[-1], pass_configs={"tl.disable_tma_lower": True})
-                                 ^^^^^^^^^^^^ error[TC314]: ... a TileLang option tilecraft does
+                                 ^^^^^^^^^^^^ error[TC113]: ... a TileLang option tilecraft does
                                               not honour
 """
 
@@ -89,18 +89,18 @@ def call_span(keyword: str | None = None) -> Span | None:
 
 
 def refuse_unknown(func: str, unknown: Mapping[str, Any], valid: Sequence[str]) -> None:
-    """TC313 for the first keyword of `unknown`; TC314 for a TileLang-only keyword whose value
+    """TC111 for the first keyword of `unknown`; TC113 for a TileLang-only keyword whose value
     would have to do something. Returns when every keyword is a TileLang no-op."""
     for name, value in unknown.items():
         if name in TILELANG_ONLY:
             noops, hint = TILELANG_ONLY[name]
             if any(value is v or (type(value) is type(v) and value == v) for v in noops):
                 continue
-            raise TilecraftError("TC314", span=call_span(name), func=func, keyword=name,
+            raise TilecraftError("TC113", span=call_span(name), func=func, keyword=name,
                                  value=_short(value), hint=hint)
         close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.5)
         suggest = f"did you mean `{close[0]}`? " if close else ""
-        raise TilecraftError("TC313", span=call_span(name), func=func, keyword=name,
+        raise TilecraftError("TC111", span=call_span(name), func=func, keyword=name,
                              suggest=suggest, params=", ".join(f"`{v}`" for v in valid))
 
 

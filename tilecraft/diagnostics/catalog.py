@@ -98,10 +98,6 @@ _ENTRIES = [
                "CUDA runs 1 to 1024 threads per block (x, y <= 1024, z <= 64)"),
     Diagnostic("TC311", "scalar parameter `{param}` has dtype {dtype}, which a kernel argument "
                "cannot have", "declare it as one of {kinds} and cast it inside the kernel"),
-    Diagnostic("TC313", "`{func}` got an unknown keyword argument `{keyword}`",
-               "{suggest}{func} takes {params}"),
-    Diagnostic("TC314", "`{func}(..., {keyword}={value})` is a TileLang option tilecraft does not "
-               "honour", "{hint}"),
     Diagnostic("TC315", "cannot make profiler inputs for `{kernel}`: {detail}", "{hint}"),
     Diagnostic("TC316", "cannot specialize `{kernel}` for this call: {detail}", "{hint}"),
     # interpreter (TC4xx)
