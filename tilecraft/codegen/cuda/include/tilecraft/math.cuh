@@ -179,12 +179,26 @@ template <> TC_DEVICE __nv_bfloat16 floormod<__nv_bfloat16>(__nv_bfloat16 a, __n
 // operand is NaN the result is NaN. One instruction on sm_80+ (max.NaN / min.NaN).
 // Integers: CUDA's max/min (IMNMX) on the promoted type; a ternary on 8/16-bit values made ptxas
 // spill where the intrinsic did not.
+// Signed 32-bit (and 8/16-bit, promoted) go through PTX max.s32/min.s32: NVRTC 13.0 folds a
+// negated operand into a three-input VIMNMX3 and drops the negation (`a = -y; a = max(a, p);
+// a = max(a, q)` computed max(y, p, q); fuzz seed 700523; fixed in NVRTC 13.5). Inline PTX hides
+// the min/max from that fold; ptxas still forms VIMNMX3, with the negation kept.
 template <class T> TC_DEVICE T maximum(T a, T b) {
   typedef typename IntTraits<T>::P P;
+  if constexpr (sizeof(P) == 4 && IntTraits<T>::is_signed) {
+    int r;
+    asm("max.s32 %0, %1, %2;" : "=r"(r) : "r"(int(a)), "r"(int(b)));
+    return T(r);
+  }
   return T(max(P(a), P(b)));
 }
 template <class T> TC_DEVICE T minimum(T a, T b) {
   typedef typename IntTraits<T>::P P;
+  if constexpr (sizeof(P) == 4 && IntTraits<T>::is_signed) {
+    int r;
+    asm("min.s32 %0, %1, %2;" : "=r"(r) : "r"(int(a)), "r"(int(b)));
+    return T(r);
+  }
   return T(min(P(a), P(b)));
 }
 template <> TC_DEVICE float maximum<float>(float a, float b) {
