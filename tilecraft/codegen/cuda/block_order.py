@@ -13,9 +13,11 @@ statements on the interpreter:
 
 `GlobalOrder` records, per global buffer, the kinds of access (read "r", write "w", atomic "a")
 made since the last barrier by thread 0 alone and by all threads; an access that conflicts with
-one of the other group (not read/read, not atomic/atomic) needs a barrier first. Accesses among
-all threads (tile ops, T.Parallel) are ordered as before: nothing here adds a barrier between
-them. Shared memory keeps the emitter's own `read_since_sync` / `write_pending` rules.
+one of the other group (not read/read, not atomic/atomic) needs a barrier first. So does one by
+all threads that conflicts with an earlier one by all threads (tile ops, T.Parallel): a thread
+may read or overwrite an element another thread wrote (`T.copy(f, A[r, c])` then
+`T.copy(A[r, c + 1], s)`), and only a barrier orders the two statements as on the interpreter.
+Shared memory keeps the emitter's own `read_since_sync` / `write_pending` rules.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class GlobalOrder:
 
     def conflicts(self, accesses: list[Access]) -> bool:
         for one, b, kind in accesses:
-            other = (self.all if one else self.one).get(b, ())
+            other = self.all.get(b, set()) | (set() if one else self.one.get(b, set()))
             if any(kind != k or kind == "w" for k in other):
                 return True
         return False
