@@ -7,7 +7,8 @@ they fill, which get S stages. Everything else in the body is a consumer. Codege
 the producers of iteration k + S - 1 (cp.async, one commit group per iteration) while the
 consumers of iteration k run (Multistage schedule, as in CUTLASS / TileLang's pipeline).
 Loops with S < 2, or without a qualifying copy, run as plain loops with barriers. A buffer
-that is also used outside the loop is not staged (after the loop it would hold a rotated stage).
+that is also used outside the loop is not staged (after the loop it would hold a rotated stage),
+nor a copy from a global tensor the body stores to (the prefetch would read it too early).
 
     for ko in T.Pipelined(K // 32, num_stages=3):      plan: producers = (copy A, copy B)
         T.copy(A[by*128, ko*32], A_s)                        buffers   = (A_s, B_s), stages 3
@@ -59,6 +60,18 @@ def _buffers_used_outside(root, loop: For) -> set:
     return used
 
 
+def _globals_written(body) -> set:
+    """Global tensors the loop body stores to (element stores, tile ops, atomics): a copy from
+    one is not prefetched, since iteration k + S - 1's read would run before iteration k's store
+    (the interpreter runs the iterations in order)."""
+    out = set()
+    for s in walk(body):
+        if isinstance(s, BufferStore):
+            out.add(s.buffer)
+        out.update(r.buffer for r in getattr(s, "writes", lambda: ())())
+    return {b for b in out if b.scope == "global"}
+
+
 def _top_level(body) -> list:
     from tilecraft.ir import SeqStmt
 
@@ -91,8 +104,10 @@ def plan_pipeline(state: KernelState) -> None:
                 for r in getattr(s, "writes", lambda: ())():
                     written_elsewhere.add(r.buffer)
         outside = _buffers_used_outside(state.kernel.body, loop)
+        stored = _globals_written(loop.body)
         keep = [(p, b) for p, b in zip(producers, buffers)
-                if b not in written_elsewhere and buffers.count(b) == 1 and b not in outside]
+                if b not in written_elsewhere and buffers.count(b) == 1 and b not in outside
+                and p.src.buffer not in stored]
         if not keep:
             continue
         state.pipelines[id(loop)] = PipelinePlan(
