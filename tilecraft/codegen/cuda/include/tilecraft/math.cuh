@@ -93,18 +93,25 @@ TC_INT_TRAITS(unsigned, unsigned, false, 0u, 4294967295u)
 TC_INT_TRAITS(unsigned long long, unsigned long long, false, 0ull, 18446744073709551615ull)
 #undef TC_INT_TRAITS
 
-template <class T> TC_DEVICE T wrap_add(T a, T b) {
-  typedef typename IntTraits<T>::U U;
-  return T(U(a) + U(b));
-}
-template <class T> TC_DEVICE T wrap_sub(T a, T b) {
-  typedef typename IntTraits<T>::U U;
-  return T(U(a) - U(b));
-}
-template <class T> TC_DEVICE T wrap_mul(T a, T b) {
-  typedef typename IntTraits<T>::U U;
-  return T(U(a) * U(b));
-}
+// 8/16-bit operands: the operation runs as 32-bit PTX and the conversion back wraps it. NVVM
+// otherwise narrows it to a 16-bit instruction (neg.s16, add.s16, ...), whose result ptxas of
+// CUDA 13.0 keeps in a 32-bit register as if it were already sign-extended: -(-32768) reached a
+// later `>> 15` and min() as +32768 (fuzz seeds 710958, 713708; as with abs.s16 below).
+template <class T> TC_DEVICE constexpr bool narrow_int() { return sizeof(T) < 4; }
+#define TC_WRAP_OP(NAME, OP, PTX)                                                                 \
+  template <class T> TC_DEVICE T NAME(T a, T b) {                                                 \
+    typedef typename IntTraits<T>::U U;                                                           \
+    if constexpr (narrow_int<T>()) {                                                              \
+      unsigned r;                                                                                 \
+      asm(PTX " %0, %1, %2;" : "=r"(r) : "r"(U(a)), "r"(U(b)));                                   \
+      return T(r);                                                                                \
+    }                                                                                             \
+    return T(U(a) OP U(b));                                                                       \
+  }
+TC_WRAP_OP(wrap_add, +, "add.u32")
+TC_WRAP_OP(wrap_sub, -, "sub.u32")
+TC_WRAP_OP(wrap_mul, *, "mul.lo.u32")
+#undef TC_WRAP_OP
 template <class T> TC_DEVICE T wrap_abs(T a) { return a < T(0) ? wrap_sub(T(0), a) : a; }
 // 8/16-bit: a 32-bit abs, wrapped back by the conversion. The generic form becomes PTX `abs.s16`,
 // which ptxas of CUDA 13.0 turns into a 32-bit IABS whose result it then treats as already
