@@ -76,13 +76,27 @@ def test_float_floordiv_and_mod_use_the_floor_of_the_rounded_quotient(dtype):
     d = np.array([0.1, 0.1, -2.0, 2.0, 0.0, 0.1, 1.0, -0.0] * (N // 8), dtype=npt)
     out = torch.zeros(2, N, dtype=getattr(torch, dtype))
     K.float_divmod(dtype)(torch.from_numpy(a), torch.from_numpy(d), out)
+    ct = np.dtype(np.float32) if dtype == "float16" else npt  # 16-bit: float32, one rounding
+    x, y = a.astype(ct), d.astype(ct)
     with np.errstate(all="ignore"):
-        q = np.floor((a / d).astype(npt))
-        r = (a - (q * d).astype(npt)).astype(npt)
-    np.testing.assert_array_equal(out[0].numpy(), q)
-    np.testing.assert_array_equal(out[1].numpy(), r)
+        q = np.floor((x / y).astype(ct))
+        r = (x - (q * y).astype(ct)).astype(ct)
+    np.testing.assert_array_equal(out[0].numpy(), q.astype(npt))
+    np.testing.assert_array_equal(out[1].numpy(), r.astype(npt))
     # not Python's fmod-based float modulo: 1.0 % 0.1 is 0.0999... in Python
     assert out[1, 0].item() != pytest.approx(math.fmod(1.0, 0.1), abs=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_float_modulo_does_not_overflow_in_its_steps(dtype):
+    """floor(a / b) * b = -71936 is past float16's range; the result 26688 is not."""
+    t = getattr(torch, dtype)
+    a, d = torch.full((N,), -45248.0).to(t), torch.full((N,), 35968.0).to(t)
+    out = torch.zeros(2, N, dtype=t)
+    K.float_divmod(dtype)(a, d, out)
+    want = (a.float() - torch.floor(a.float() / d.float()) * d.float()).to(t)
+    assert torch.isfinite(out[1]).all() and torch.equal(out[1], want)
+    assert torch.equal(out[0], torch.full((N,), -2.0).to(t))
 
 
 def test_integer_arithmetic_wraps_modulo_2_to_the_bits():

@@ -6,7 +6,8 @@
 - `//` and `%` of integers are floor division and modulo (Python); `/` of integers truncates
   toward zero (C). MIN / -1 and MIN // -1 wrap to MIN.
 - `//` of floats is floor(a / b) and `%` is a - floor(a / b) * b, each step rounded in the
-  dtype (TVM's floordiv/floormod: not Python's fmod-based float modulo).
+  dtype (16-bit floats: in float32, rounded once at the end) (TVM's floordiv/floormod: not
+  Python's fmod-based float modulo).
 - `min` / `max` propagate NaN (numpy.maximum).
 - Shifts by a count outside [0, bits): `<<` gives 0, `>>` gives 0 or -1 (the sign).
 
@@ -38,12 +39,20 @@ def trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(fix, q + np.ones((), q.dtype), q).astype(q.dtype, copy=False)
 
 
+def _in_float32(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """16-bit floats compute `fn` in float32 and round once (no overflow of its steps)."""
+    dt = np.result_type(a, b)
+    if dt.itemsize >= 4:
+        return fn(a, b)
+    return fn(np.asarray(a, np.float32), np.asarray(b, np.float32)).astype(dt)
+
+
 def float_floordiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.floor(a / b)
+    return _in_float32(lambda x, y: np.floor(x / y), a, b)
 
 
 def float_floormod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a - np.floor(a / b) * b
+    return _in_float32(lambda x, y: x - np.floor(x / y) * y, a, b)
 
 
 def arith(op: str, a: np.ndarray, b: np.ndarray, is_float: bool) -> np.ndarray:
