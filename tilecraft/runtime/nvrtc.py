@@ -13,11 +13,9 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .cache import CacheEntry, KernelCache, cache_key, default_cache
-from .elf import Cubin
 from .errors import CudaCompileError
 from .paths import include_dirs, nvrtc_module
 from .resources import Resources, parse_ptxas_log, resources_from_cubin
@@ -128,6 +126,8 @@ def _entry_resources(cubin: bytes, log: str, name: str) -> Resources:
     found = parse_ptxas_log(log).get(name)
     if found is not None:
         return found
+    from .elf import Cubin  # ELF parsing only after a compile (a cache hit never needs it)
+
     kernels = Cubin(cubin).kernel_names()
     if name not in kernels:
         raise ValueError(
@@ -185,6 +185,8 @@ def compile_many(
     With `return_exceptions=True` a failed job yields its exception instead of raising, which is
     what an autotuner wants; otherwise the first failure (in job order) is raised.
     """
+
+    from concurrent.futures import ThreadPoolExecutor
 
     def one(job: CompileJob) -> CompiledCubin:
         return compile_cuda(
