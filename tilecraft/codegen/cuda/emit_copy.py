@@ -207,7 +207,7 @@ def _frag_vector_width(lay, frag, mem) -> int:
     m, run = lay.local_modes[-1], lay.local_sizes[-1]
     if lay.dim_modes[-1][-1:] != (m,):
         return 1
-    v = min(run, 16 // max(1, mem.buffer.dtype.bits // 8), 16 // (frag.buffer.dtype.bits // 8))
+    v = min(run, 16 // max(1, mem.buffer.dtype.bits // 8))  # a 16-byte access in memory
     while v > 1 and (run % v or not vector_aligned(mem, v)):  # vectors within one run
         v //= 2
     return v if v > 1 and v & (v - 1) == 0 else 1

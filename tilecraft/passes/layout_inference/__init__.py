@@ -19,7 +19,7 @@ state.loop_layouts[id(ParallelLoop)] for every Parallel loop; state.gemm_warps f
 from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import Allocate, ParallelLoop, TileOp
+from tilecraft.ir import Allocate, CumSum, ParallelLoop, TileOp
 from tilecraft.ir.visitor import walk
 
 from ..context import KernelState
@@ -33,6 +33,9 @@ def infer_layouts(state: KernelState) -> None:
     ctx = InferenceContext(state)
     nodes = [s for s in walk(state.kernel.body)
              if isinstance(s, ParallelLoop) or (isinstance(s, TileOp) and type(s) in RULES)]
+    # the scan emitter needs a fragment's scanned rows in one thread: no narrowed vectors
+    scanned = {r.buffer for s in walk(state.kernel.body) if isinstance(s, CumSum)
+               for r in (s.src, s.dst)}
     for level in ("strict", "common"):
         _fixpoint(ctx, nodes, level)
     # free, in program order: each op's unconstrained fragments get the free layout, then
@@ -40,7 +43,8 @@ def infer_layouts(state: KernelState) -> None:
     for node in nodes + [s for s in walk(state.kernel.body) if isinstance(s, Allocate)]:
         for buf in _fragments_of(node):
             if buf not in state.layouts:
-                lay = free_layout(buf.static_shape, state.num_threads, max(1, buf.dtype.bits // 8))
+                lay = free_layout(buf.static_shape, state.num_threads, _elem_bytes(node, buf),
+                                  narrow=buf not in scanned)
                 if isinstance(node, ParallelLoop):
                     lay = _consistent_loop_layout(state, node) or lay
                 ctx.set(buf, lay, node, "free layout")
@@ -68,6 +72,16 @@ def _consistent_loop_layout(state, loop):
         if all(sub_layout(lay, n, dims) == state.layouts[b] for b, dims in known):
             return lay
     return None
+
+
+def _elem_bytes(node, buf) -> int:
+    """The element size a free layout's vectors are sized for: the narrowest dtype a tile op
+    moves (a float32 fragment loaded from float16 memory gets 8-element, 16-byte loads)."""
+    bits = buf.dtype.bits
+    if isinstance(node, TileOp):
+        regions = list(node.reads()) + list(node.writes())
+        bits = min([bits] + [r.buffer.dtype.bits for r in regions if hasattr(r, "buffer")])
+    return max(1, bits // 8)
 
 
 def _fragments_of(node):

@@ -1,13 +1,18 @@
-"""The free layout: fewest registers per thread, 16-byte vectors, coalesced threads.
+"""The free layout: every thread busy, 16-byte vectors where the shape allows, coalesced.
 
-For a tile of shape (..., n) over T threads with e-byte elements: each thread holds v =
-16 / e contiguous elements of the last dimension (fewer if n is small), consecutive threads
-take consecutive v-chunks along the last dimension, then rows; what is left repeats in local
-registers. When the tile has fewer elements than T * v, threads are replicated (each element is
-held by several threads, all computing the same value).
+For a tile of shape (..., n) over T threads with e-byte elements: each thread holds v
+contiguous elements of the last dimension, consecutive threads take consecutive v-chunks along
+the last dimension, then rows (innermost leading dimension first); what is left repeats in
+local registers. v starts at 16 / e (a 16-byte vector) and halves while that lets more threads
+hold elements of a tile too small for all of them at full vectors: a thread idling as a replica
+costs more than a narrower access (a warp still moves whole 32-byte sectors). Only a tile with
+fewer elements than threads, or whose shape does not split over them, stays replicated (each
+element held by several threads, all computing the same value).
 
     free_layout((128, 64), 128, 2)  = local(8, 1).spatial(16, 8).local(1, 8)
-    free_layout((64,), 128, 4)      = replicate(8).spatial(16).local(4)
+    free_layout((256,), 128, 2)     = spatial(128).local(2)        (was replicate(4) at v = 8)
+    free_layout((64,), 128, 4)      = replicate(2).spatial(64)
+    free_layout((5, 40), 128, 8)    = local(5, 5).replicate(16).spatial(1, 8)  (was 50 registers)
 """
 
 from __future__ import annotations
@@ -17,29 +22,42 @@ import math
 from tilecraft.layout import local, replicate, spatial
 
 
-def free_layout(shape: tuple[int, ...], num_threads: int, elem_bytes: int):
-    if len(shape) == 1:
-        (n,) = shape
-        v = math.gcd(n, max(1, 16 // elem_bytes))
-        t = math.gcd(n // v, num_threads)
-        rest = n // (v * t)
-        lay = local(rest) * spatial(t) * local(v)
-        return replicate(num_threads // t) * lay if num_threads // t > 1 else lay
-    rows = math.prod(shape[:-1])
+def _split(shape: tuple[int, ...], num_threads: int, v: int):
+    """(threads over each leading dim, threads over the last dim) for vector width v."""
     n = shape[-1]
-    v = math.gcd(n, max(1, 16 // elem_bytes))
     tc = math.gcd(n // v, num_threads)
-    tr = math.gcd(rows, num_threads // tc)
-    rep = num_threads // (tc * tr)
-    lead = (1,) * (len(shape) - 2)
-    # distribute tr over the leading dimensions, innermost first
-    thr, loc, left = [], [], tr
-    for d in reversed(shape[:-1]):
+    thr, left = [], num_threads // tc
+    for d in reversed(shape[:-1]):  # rows, innermost leading dimension first
         g = math.gcd(d, left)
         thr.insert(0, g)
-        loc.insert(0, d // g)
         left //= g
-    lay = local(*loc, n // (v * tc)) * spatial(*thr, tc) * local(*lead, 1, v)
-    if rep > 1:
-        lay = replicate(rep, len(shape)) * lay
-    return lay
+    return thr, tc
+
+
+def _vector(shape: tuple[int, ...], num_threads: int, elem_bytes: int, narrow: bool) -> int:
+    """The widest v <= 16 / e dividing the last dim that keeps the most threads busy (with
+    `narrow`; else the 16-byte vector)."""
+    v = math.gcd(shape[-1], max(1, 16 // elem_bytes))
+    if not narrow:
+        return v
+
+    def busy(w: int) -> int:
+        thr, tc = _split(shape, num_threads, w)
+        return math.prod(thr) * tc
+
+    while v > 1 and busy(v) < num_threads and busy(v // 2) > busy(v):
+        v //= 2
+    return v
+
+
+def free_layout(shape: tuple[int, ...], num_threads: int, elem_bytes: int, narrow: bool = True):
+    """The free layout of a tile; `narrow=False` keeps whole 16-byte vectors (rows of a
+    fragment T.cumsum scans stay in one thread where they fit one)."""
+    v = _vector(shape, num_threads, elem_bytes, narrow)
+    thr, tc = _split(shape, num_threads, v)
+    n = shape[-1]
+    rep = num_threads // (math.prod(thr) * tc)
+    loc = [d // t for d, t in zip(shape[:-1], thr)]
+    lead = (1,) * (len(shape) - 1)
+    lay = local(*loc, n // (v * tc)) * spatial(*thr, tc) * local(*lead, v)
+    return replicate(rep, len(shape)) * lay if rep > 1 else lay
