@@ -70,3 +70,19 @@ def test_free_layouts_cover_each_element_equally_and_idle_no_thread_they_could_u
             assert held == lay.size  # a bijection up to replication
             if lay.size % threads == 0 and shape[-1] % threads == 0:
                 assert lay.replication == 1, (shape, threads, e, lay)
+
+
+def test_wide_rows_take_a_warp_each_so_their_reductions_need_no_shared_memory():
+    @T.prim_func
+    def k(X: T.Tensor((4, 4096), "float16"), S: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((4, 4096), "float32")
+            s = T.alloc_fragment((4,), "float32")
+            T.copy(X[0, 0], x)
+            T.reduce_sum(x, s, dim=1)
+            T.copy(s, S[0])
+
+    assert _layouts(k)["x"] == local(1, 16) * spatial(4, 32) * local(1, 8)
+    src = generate_cuda(k, "sm_90a").source
+    reduce = src.split("// T.reduce_sum")[1].split("// T.copy")[0]
+    assert "__shfl_xor_sync" in reduce and "scratch" not in reduce

@@ -3,7 +3,8 @@
 For a tile of shape (..., n) over T threads with e-byte elements: each thread holds v
 contiguous elements of the last dimension, consecutive threads take consecutive v-chunks along
 the last dimension, then rows (innermost leading dimension first); what is left repeats in
-local registers. v starts at 16 / e (a 16-byte vector) and halves while that lets more threads
+local registers. A row takes at most one warp's threads while other rows could fill the other
+warps (a 4 x 4096 tile on 4 warps: a row per warp), so row reductions stay in warp shuffles. v starts at 16 / e (a 16-byte vector) and halves while that lets more threads
 hold elements of a tile too small for all of them at full vectors: a thread idling as a replica
 costs more than a narrower access (a warp still moves whole 32-byte sectors). Only a tile with
 fewer elements than threads, or whose shape does not split over them, stays replicated (each
@@ -26,6 +27,9 @@ def _split(shape: tuple[int, ...], num_threads: int, v: int):
     """(threads over each leading dim, threads over the last dim) for vector width v."""
     n = shape[-1]
     tc = math.gcd(n // v, num_threads)
+    rows = math.prod(shape[:-1])
+    while tc > 32 and math.gcd(rows, num_threads // tc) < math.gcd(rows, 2 * num_threads // tc):
+        tc //= 2  # whole rows per warp while rows are left for the other warps
     thr, left = [], num_threads // tc
     for d in reversed(shape[:-1]):  # rows, innermost leading dimension first
         g = math.gcd(d, left)
