@@ -1,9 +1,12 @@
 """Cold vs cached time to a ready GEMM kernel, first-launch time, and host launch overhead.
 
 Runs itself in fresh processes sharing one empty cache directory: "cold" builds everything,
-"cached" (5 processes) finds the kernel in the jit cache (no front end, passes, codegen or
-NVRTC), "cubin cache only" turns the jit cache off (TILECRAFT_JIT_CACHE=0) and finds only the
-cubin. A table of medians and ranges comes last.
+"cached" finds the kernel in the jit cache (no front end, passes, codegen or NVRTC), "cubin cache
+only" turns the jit cache off (TILECRAFT_JIT_CACHE=0) and finds only the cubin. "cold" and
+"cached, no bytecode" run as the device image does (PYTHONDONTWRITEBYTECODE: tilecraft's modules
+compiled from source in each process); then `compileall` writes tilecraft's bytecode, as an
+installed package has it, for "cold, bytecode" (its own empty cache), "cached" (7 processes) and
+"cubin cache only". A table of medians and ranges comes last.
 Usage: PYTHONPATH=$PWD python3 benchmarks/compile_time.py
 
 "ready" is import tilecraft + the factory call + `kernel.resources` (torch imported and its CUDA
@@ -77,13 +80,25 @@ if __name__ == "__main__":
     if len(sys.argv) > 1:
         one_build()
     else:
+        # first as the device image runs (no bytecode written: tilecraft's modules compiled from
+        # source in each process), then with bytecode, as an installed package has it
+        root = Path(__file__).resolve().parents[1]
         env = dict(os.environ, TILECRAFT_CACHE_DIR=tempfile.mkdtemp())
+        no_pyc = {"PYTHONDONTWRITEBYTECODE": "1"}
         runs: dict[str, list[tuple[float, float]]] = {}
         for label, extra in (
-            ("cold", {}),
-            *[("cached", {})] * 5,
+            ("cold", no_pyc),
+            *[("cached, no bytecode", no_pyc)] * 3,
+            ("compileall", {}),
+            ("cold, bytecode", {"TILECRAFT_CACHE_DIR": tempfile.mkdtemp()}),
+            *[("cached", {})] * 7,
             ("cubin cache only", {"TILECRAFT_JIT_CACHE": "0"}),
         ):
+            if label == "compileall":
+                env.pop("PYTHONDONTWRITEBYTECODE", None)
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "tilecraft"),
+                                str(root / "examples")], env=env, check=True, capture_output=True)
+                continue
             print(label, end=": ", flush=True)
             out = subprocess.run([sys.executable, __file__, "child"], env={**env, **extra},
                                  check=True, capture_output=True, text=True).stdout
@@ -94,5 +109,5 @@ if __name__ == "__main__":
         for label, ts in runs.items():
             for name, xs in (("ready", [t[0] for t in ts]), ("+ first call", [t[1] for t in ts])):
                 xs = sorted(xs)
-                print(f"  {label:17s} {name:13s} {xs[len(xs) // 2]:7.1f} "
+                print(f"  {label:20s} {name:13s} {xs[len(xs) // 2]:7.1f} "
                       f"[{xs[0]:.1f}-{xs[-1]:.1f}] (n={len(xs)})")
