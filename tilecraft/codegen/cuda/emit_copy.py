@@ -6,6 +6,7 @@ are dropped).
                                        uint4 load (or cp.async in a pipeline), swizzled store
     T.copy(C_f, C[by*128, bx*128]) ->  per thread: its registers of C_f, guarded stores
     T.copy(A[bx, 0:8], L_local)    ->  every thread copies the whole region (private arrays)
+A global -> shared copy whose destination still holds its tile is skipped (copy_reuse.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Copy
 
 from .cexpr import ctype, zero
+from .copy_reuse import reused_copies
 from .indexing import frag_coords, replica_index
 from .regions import in_bounds, region_index, tile_shape, vector_aligned
 
@@ -27,6 +29,12 @@ def _mem_ptr(em, buf) -> str:
 
 def emit_copy(em, op: Copy, async_copy: bool = False) -> None:
     s, d = op.src.buffer, op.dst.buffer
+    if not hasattr(em, "reused_copies"):
+        em.reused_copies = reused_copies(em.state)
+    if id(op) in em.reused_copies:
+        em.comment(op, f"T.copy {s.name} ({s.scope}) -> {d.name} ({d.scope}): skipped, "
+                   f"{d.name} still holds this tile")
+        return None
     em.comment(op, f"T.copy {s.name} ({s.scope}) -> {d.name} ({d.scope})")
     if "local" in (s.scope, d.scope):
         return _local_copy(em, op)

@@ -4,11 +4,13 @@ For a tile of shape (..., n) over T threads with e-byte elements: each thread ho
 contiguous elements of the last dimension, consecutive threads take consecutive v-chunks along
 the last dimension, then rows (innermost leading dimension first); what is left repeats in
 local registers. A row takes at most one warp's threads while other rows could fill the other
-warps (a 4 x 4096 tile on 4 warps: a row per warp), so row reductions stay in warp shuffles. v starts at 16 / e (a 16-byte vector) and halves while that lets more threads
-hold elements of a tile too small for all of them at full vectors: a thread idling as a replica
-costs more than a narrower access (a warp still moves whole 32-byte sectors). Only a tile with
-fewer elements than threads, or whose shape does not split over them, stays replicated (each
-element held by several threads, all computing the same value).
+warps (a 4 x 4096 tile on 4 warps: a row per warp), so row reductions stay in warp shuffles.
+
+v starts at 16 / e (a 16-byte vector) and halves while that lets more threads hold elements of
+a tile too small for all of them at full vectors: a thread idling as a replica costs more than
+a narrower access (a warp still moves whole 32-byte sectors). Only a tile with fewer elements
+than threads, or whose shape does not split over them, stays replicated (each element held by
+several threads, all computing the same value).
 
     free_layout((128, 64), 128, 2)  = local(8, 1).spatial(16, 8).local(1, 8)
     free_layout((256,), 128, 2)     = spatial(128).local(2)        (was replicate(4) at v = 8)

@@ -1,0 +1,62 @@
+"""A global -> shared copy whose destination still holds its tile is skipped: a second pass over
+whole rows reads global memory once. Anything that may change the tile keeps the copy."""
+
+import tilecraft.language as T
+from tilecraft.codegen.cuda.build import generate_cuda
+
+
+def two_passes(chunks=1, touch=None, store_x=False):
+    """Pass 1 sums each row's chunks into s, pass 2 writes x * s; `touch` writes X_s between the
+    passes ("fill": a T.fill; "if": a T.fill under a branch)."""
+    n = 256 * chunks
+
+    @T.prim_func
+    def k(X: T.Tensor((64, n), "float16"), Y: T.Tensor((64, n), "float16")):
+        with T.Kernel(16, threads=128) as bm:
+            X_s = T.alloc_shared((4, 256), "float16")
+            f = T.alloc_fragment((4, 256), "float32")
+            y = T.alloc_fragment((4, 256), "float16")
+            s = T.alloc_fragment((4,), "float32")
+            T.clear(s)
+            for c in T.Pipelined(chunks, num_stages=2):
+                T.copy(X[bm * 4, c * 256], X_s)
+                T.copy(X_s, f)
+                T.reduce_sum(f, s, dim=1, clear=False)
+            if touch == "fill":
+                T.fill(X_s, 0)
+            elif touch == "if":
+                if bm > 3:
+                    T.fill(X_s, 0)
+            if store_x:
+                X[bm * 4, 0] = 0
+            for c in T.Pipelined(chunks, num_stages=2):
+                T.copy(X[bm * 4, c * 256], X_s)
+                for i, j in T.Parallel(4, 256):
+                    y[i, j] = X_s[i, j] * s[i]
+                T.copy(y, Y[bm * 4, c * 256])
+
+    return k
+
+
+def _loads(func) -> tuple[int, int]:
+    src = generate_cuda(func, "sm_90a").source
+    body = src[src.index('extern "C"'):]
+    copied = body.count("// T.copy X (global) -> X_s (shared)  (")
+    return copied, body.count("still holds this tile")
+
+
+def test_the_second_pass_over_a_whole_row_reuses_the_shared_tile():
+    assert _loads(two_passes()) == (1, 1)
+
+
+def test_chunks_that_change_every_iteration_are_copied_again():
+    assert _loads(two_passes(chunks=2)) == (2, 0)
+
+
+def test_a_write_to_the_tile_between_the_passes_keeps_the_copy():
+    assert _loads(two_passes(touch="fill")) == (2, 0)
+    assert _loads(two_passes(touch="if")) == (2, 0)
+
+
+def test_a_source_the_kernel_stores_to_is_copied_again():
+    assert _loads(two_passes(store_x=True)) == (2, 0)
