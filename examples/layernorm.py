@@ -3,7 +3,8 @@ last dimension of X [M, N].
 
 A block owns BLOCK_M whole rows: it loads them once into registers (in FP32), reduces the mean,
 then the variance of the centred values (two-pass, no cancellation), and writes the result.
-Suited to hidden sizes up to a few thousand; M need not be a multiple of BLOCK_M.
+M need not be a multiple of BLOCK_M. The default tile (`pick_config`) keeps about 128 values
+per thread: 16384 / N rows (at least 4) on 128 threads, or one row on N / 32 threads past 4096.
 
     python examples/layernorm.py
 """
@@ -14,8 +15,21 @@ import tilecraft
 import tilecraft.language as T
 
 
+def pick_config(M: int, N: int) -> tuple[int, int]:
+    """(BLOCK_M, threads): rows of up to 4096 as 16384 / N rows (at least 4, at most the
+    largest power of two <= M) on 128 threads; wider rows one at a time on N / 32 threads."""
+    if N > 4096:
+        return 1, min(1024, max(128, N // 32 // 32 * 32))
+    rows = max(4, 16384 // N)
+    return max(1, min(rows, 1 << (max(M, 1).bit_length() - 1))), 128
+
+
 @tilecraft.jit(out_idx=[-1])
-def layernorm(M, N, BLOCK_M=4, eps=1e-5, dtype="float16", accum_dtype="float32"):
+def layernorm(M, N, BLOCK_M=None, eps=1e-5, threads=None, dtype="float16", accum_dtype="float32"):
+    auto = pick_config(M, N) if BLOCK_M is None else (BLOCK_M, 128)
+    BLOCK_M = auto[0]
+    threads = auto[1] if threads is None else threads
+
     @T.prim_func
     def layer_norm(
         X: T.Tensor((M, N), dtype),
@@ -23,7 +37,7 @@ def layernorm(M, N, BLOCK_M=4, eps=1e-5, dtype="float16", accum_dtype="float32")
         bias: T.Tensor((N,), dtype),
         Y: T.Tensor((M, N), dtype),
     ):
-        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=128) as bm:
+        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=threads) as bm:
             X_shared = T.alloc_shared((BLOCK_M, N), dtype)
             w_shared = T.alloc_shared((N,), dtype)
             b_shared = T.alloc_shared((N,), dtype)

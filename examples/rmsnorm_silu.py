@@ -2,10 +2,12 @@
 
     Y = silu(x * rsqrt(mean(x^2) + eps) * gamma),   X [M, C], gamma [C], Y [M, C]
 
-A block owns BLOCK_M rows and makes two passes over C in BLOCK_C-wide chunks (128, 64 or 32, the
-largest that divides C; TMA boxes are at most 256 wide): the first accumulates the sum of squares
-in FP32 (no FP16 overflow), the second re-reads X and writes the result. M need not be a multiple
-of BLOCK_M.
+A block owns BLOCK_M rows and makes two passes over C in BLOCK_C-wide chunks: the first
+accumulates the sum of squares in FP32 (no FP16 overflow), the second re-reads X and writes the
+result. M need not be a multiple of BLOCK_M. The default tile (`pick_config`) takes whole rows
+when C is a multiple of 256 up to 16384 (each pass runs once, the second pass's copy finds the
+tile still in shared memory and is skipped by the compiler: X is read once), else chunks of
+128, 64 or 32 channels (the largest that divides C).
 
     python examples/rmsnorm_silu.py
 """
@@ -24,9 +26,22 @@ def pick_block_c(C: int) -> int:
     raise ValueError(f"C = {C} is not a multiple of 32")
 
 
+def pick_config(M: int, C: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_C, threads): whole rows of about 32 values per thread when C is a
+    multiple of 256 up to 16384 (8192 / C rows on 256 threads, sharing one read of gamma; one
+    row on C / 32 threads), else 16 rows of pick_block_c(C) channels on 128 threads."""
+    if C % 256 == 0 and C <= 16384:
+        return max(1, min(M, 8192 // C)), C, max(256, C // 32)
+    return 16, pick_block_c(C), 128
+
+
 @tilecraft.jit(out_idx=[-1])
-def rmsnorm_silu(M, C, BLOCK_M=16, eps=1e-5, num_stages=2, dtype="float16", accum_dtype="float32"):
-    BLOCK_C = pick_block_c(C)
+def rmsnorm_silu(M, C, BLOCK_M=None, eps=1e-5, num_stages=2, BLOCK_C=None, threads=None,
+                 dtype="float16", accum_dtype="float32"):
+    auto = pick_config(M, C) if BLOCK_M is None and BLOCK_C is None else (16, pick_block_c(C), 128)
+    BLOCK_M = auto[0] if BLOCK_M is None else BLOCK_M
+    BLOCK_C = auto[1] if BLOCK_C is None else BLOCK_C
+    threads = auto[2] if threads is None else threads
     n_chunks = C // BLOCK_C
 
     @T.prim_func
@@ -35,7 +50,7 @@ def rmsnorm_silu(M, C, BLOCK_M=16, eps=1e-5, num_stages=2, dtype="float16", accu
         gamma: T.Tensor((C,), dtype),
         Y: T.Tensor((M, C), dtype),
     ):
-        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=128) as bm:
+        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=threads) as bm:
             X_chunk = T.alloc_shared((BLOCK_M, BLOCK_C), dtype)
             g_chunk = T.alloc_shared((BLOCK_C,), dtype)
             sq = T.alloc_fragment((BLOCK_M, BLOCK_C), accum_dtype)
@@ -83,7 +98,7 @@ def main(device: str = "cpu") -> None:
         gamma = (1 + 0.1 * torch.randn(C, device=device)).half()
         y = kernel(x, gamma)
         print(
-            f"rmsnorm+silu M={M} C={C} (BLOCK_C {pick_block_c(C)}): "
+            f"rmsnorm+silu M={M} C={C} (BLOCK_C {pick_config(M, C)[1]}): "
             f"rel err {rel_err(y, reference(x, gamma)):.2e}"
         )
 

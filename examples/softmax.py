@@ -5,6 +5,10 @@ an online running max and running sum of exp (rescaling the sum when the max gro
 writes exp(x - max) / sum. Exponentials are base 2 with log2(e) folded in. N need not be a
 multiple of BLOCK_N: columns past the end are masked to -inf.
 
+The default tile (`pick_config`) takes whole rows when they fit: each pass then runs once, the
+second pass's copy finds the tile still in shared memory (the compiler skips it) and X is read
+from global memory once; every thread holds 16-byte vectors of the row.
+
     python examples/softmax.py
 """
 
@@ -14,8 +18,22 @@ import tilecraft
 import tilecraft.language as T
 
 
+def pick_config(M: int, N: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, threads): rows of a multiple of 256 up to 16384 as whole rows, about
+    32 values of a row per thread (4096 / N rows on 128 threads, one row on N / 32 threads);
+    other rows in 16 x 128 chunks on 128 threads."""
+    if N % 256 == 0 and N <= 16384:
+        return max(1, min(M, 4096 // N)), N, max(128, N // 32)
+    return 16, 128, 128
+
+
 @tilecraft.jit(out_idx=[-1])
-def softmax(M, N, BLOCK_M=16, BLOCK_N=128, num_stages=2, dtype="float16", accum_dtype="float32"):
+def softmax(M, N, BLOCK_M=None, BLOCK_N=None, num_stages=2, threads=None, dtype="float16",
+            accum_dtype="float32"):
+    auto = pick_config(M, N) if BLOCK_M is None and BLOCK_N is None else (16, 128, 128)
+    BLOCK_M = auto[0] if BLOCK_M is None else BLOCK_M
+    BLOCK_N = auto[1] if BLOCK_N is None else BLOCK_N
+    threads = auto[2] if threads is None else threads
     BLOCK_M, BLOCK_N = min(BLOCK_M, M), min(BLOCK_N, N)  # a tile may not outgrow the tensor
     log2e = 1.44269504
     n_chunks = (N + BLOCK_N - 1) // BLOCK_N
@@ -25,7 +43,7 @@ def softmax(M, N, BLOCK_M=16, BLOCK_N=128, num_stages=2, dtype="float16", accum_
         X: T.Tensor((M, N), dtype),
         Y: T.Tensor((M, N), dtype),
     ):
-        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=128) as bm:
+        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=threads) as bm:
             X_shared = T.alloc_shared((BLOCK_M, BLOCK_N), dtype)
             s = T.alloc_fragment((BLOCK_M, BLOCK_N), accum_dtype)
             Y_local = T.alloc_fragment((BLOCK_M, BLOCK_N), dtype)
