@@ -1,8 +1,12 @@
 """Memory-bound examples against torch and the copy bandwidth, one process.
 
-elementwise_add, softmax, rmsnorm+silu and layernorm at sizes that fill the H100 (hundreds of MB
-moved per call). GB/s counts each input read once and each output written once.
-Usage: PYTHONPATH=$PWD python3 benchmarks/memory_bound.py
+elementwise_add, softmax, rmsnorm+silu and layernorm (fp16) at 16384x4096, 4096x16384 and
+65536x1024 (hundreds of MB moved per call). GB/s counts each input read once and each output
+written once; "% copy" is against a device-to-device copy measured in the same process.
+Every result is checked against torch in float64 (rel err).
+
+Usage: PYTHONPATH=$PWD python3 benchmarks/memory_bound.py [--sweep]
+  --sweep   also time a few other tiles of each norm kernel (BLOCK_M, threads) per shape
 """
 
 import sys
@@ -18,21 +22,53 @@ from layernorm import layernorm  # noqa: E402
 from rmsnorm_silu import rmsnorm_silu  # noqa: E402
 from softmax import softmax  # noqa: E402
 
+SHAPES = [(16384, 4096), (4096, 16384), (65536, 1024)]
+
 
 def gbps(nbytes: int, fn) -> float:
     return nbytes / do_bench(fn, return_mode="median") / 1e6
 
 
 def rel(out, ref) -> float:
-    return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+    out, ref = out.double(), ref.double()
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+def refs(x, g, w, b):
+    xd = x.double()
+    sm = torch.softmax(xd, -1)
+    rms = F.silu(xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-5) * g.double())
+    ln = F.layer_norm(xd, (x.shape[1],), w.double(), b.double(), 1e-5)
+    return sm, rms, ln
+
+
+def cases(M, N, sweep: bool):
+    """(label, kernel, args, torch fn, reference index) for one shape."""
+    out = [("softmax", softmax(M, N), "x", lambda x, g, w, b: torch.softmax(x, -1), 0),
+           ("rmsnorm+silu", rmsnorm_silu(M, N), "xg",
+            lambda x, g, w, b: F.silu(F.rms_norm(x, (N,), g, 1e-5)), 1),
+           ("layernorm", layernorm(M, N), "xwb",
+            lambda x, g, w, b: F.layer_norm(x, (N,), w, b, 1e-5), 2)]
+    if sweep:
+        for bm, th in ((1, 128), (1, 256), (1, 1024), (2, 256), (4, 128), (4, 256), (8, 256)):
+            if bm * N // th <= 64 and N % 256 == 0 and N // th >= 8:
+                out.append((f"softmax m{bm} t{th}", softmax(M, N, BLOCK_M=bm, BLOCK_N=N,
+                                                           threads=th), "x", None, 0))
+                out.append((f"rmsnorm+silu m{bm} t{th}", rmsnorm_silu(
+                    M, N, BLOCK_M=bm, BLOCK_C=N, threads=th), "xg", None, 1))
+        for bm, th in ((1, 256), (1, 1024), (2, 256), (4, 128), (8, 256), (16, 128)):
+            if bm * N // th <= 128 and N // th >= 8:
+                out.append((f"layernorm m{bm} t{th}", layernorm(M, N, BLOCK_M=bm, threads=th),
+                            "xwb", None, 2))
+    return out
 
 
 def main() -> None:
-    rows = []
+    sweep = "--sweep" in sys.argv
     src = torch.empty(2**28, dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)
-    rows.append(("copy 1 GiB (peak)", gbps(2 * src.numel() * 4, lambda: dst.copy_(src)), None,
-                 float("nan")))
+    peak = gbps(2 * src.numel() * 4, lambda: dst.copy_(src))
+    rows = [("copy 1 GiB (peak)", peak, None, float("nan"))]
     del src, dst
 
     n = 2**26
@@ -42,28 +78,29 @@ def main() -> None:
                  gbps(3 * n * 4, lambda: a + b), rel(k(a, b), a + b)))
     del a, b
 
-    M, N = 16384, 4096
-    x = torch.randn(M, N, dtype=torch.float16, device="cuda")
-    k = softmax(M, N)
-    rows.append(("softmax 16384x4096", gbps(2 * M * N * 2, lambda: k(x)),
-                 gbps(2 * M * N * 2, lambda: torch.softmax(x, -1)),
-                 rel(k(x), torch.softmax(x.float(), -1))))
-    g = torch.randn(N, dtype=torch.float16, device="cuda")
-    k = rmsnorm_silu(M, N)
-    ref = F.silu(x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5)
-                 * g.float())
-    rows.append(("rmsnorm+silu 16384x4096", gbps(2 * M * N * 2, lambda: k(x, g)),
-                 gbps(2 * M * N * 2, lambda: F.silu(F.rms_norm(x, (N,), g, 1e-5))),
-                 rel(k(x, g), ref)))
-    w, bias = (torch.randn(N, dtype=torch.float16, device="cuda") for _ in range(2))
-    k = layernorm(M, N)
-    rows.append(("layernorm 16384x4096", gbps(2 * M * N * 2, lambda: k(x, w, bias)),
-                 gbps(2 * M * N * 2, lambda: F.layer_norm(x, (N,), w, bias)),
-                 rel(k(x, w, bias), F.layer_norm(x.float(), (N,), w.float(), bias.float()))))
-    print(f"\n{'kernel':26s} {'tilecraft GB/s':>15s} {'torch GB/s':>11s} {'ratio':>6s} {'rel err':>8s}")
+    for M, N in SHAPES:
+        x = torch.randn(M, N, dtype=torch.float16, device="cuda")
+        g, w, bias = (1 + 0.1 * torch.randn(N, device="cuda")).half(), \
+            (1 + 0.1 * torch.randn(N, device="cuda")).half(), \
+            (0.1 * torch.randn(N, device="cuda")).half()
+        want = refs(x, g, w, bias)
+        named = {"x": x, "g": g, "w": w, "b": bias}
+        nbytes = 2 * M * N * 2
+        for label, kern, argnames, torch_fn, ri in cases(M, N, sweep):
+            args = [named[c] for c in argnames]
+            err = rel(kern(*args), want[ri])
+            tc = gbps(nbytes, lambda: kern(*args))
+            th = gbps(nbytes, lambda: torch_fn(x, g, w, bias)) if torch_fn else None
+            rows.append((f"{label} {M}x{N}", tc, th, err))
+        del x, want
+        torch.cuda.empty_cache()
+
+    print(f"\n{'kernel':34s} {'tilecraft GB/s':>15s} {'% copy':>7s} {'torch GB/s':>11s} "
+          f"{'ratio':>6s} {'rel err':>8s}")
     for name, tc, th, err in rows:
         ratio = f"{tc / th:6.2f}" if th else "      "
-        print(f"{name:26s} {tc:15.0f} {th or 0:11.0f} {ratio} {err:8.1e}")
+        print(f"{name:34s} {tc:15.0f} {100 * tc / peak:6.1f}% {th or 0:11.0f} {ratio} "
+              f"{err:8.1e}")
 
 
 if __name__ == "__main__":

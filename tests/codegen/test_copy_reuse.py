@@ -1,6 +1,10 @@
 """A global -> shared copy whose destination still holds its tile is skipped: a second pass over
 whole rows reads global memory once. Anything that may change the tile keeps the copy."""
 
+import pytest
+import torch
+
+import tilecraft
 import tilecraft.language as T
 from tilecraft.codegen.cuda.build import generate_cuda
 
@@ -60,3 +64,15 @@ def test_a_write_to_the_tile_between_the_passes_keeps_the_copy():
 
 def test_a_source_the_kernel_stores_to_is_copied_again():
     assert _loads(two_passes(store_x=True)) == (2, 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("touch", [None, "if"])
+def test_gpu_two_passes_match_the_interpreter(touch):
+    k = tilecraft.jit(two_passes(touch=touch))
+    x = (torch.randn(64, 256) * 4).half()
+    y_cpu, y_gpu = torch.full_like(x, 7.0), torch.full_like(x, 7.0).cuda()
+    k(x, y_cpu)
+    k(x.cuda(), y_gpu)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y_gpu.cpu().float(), y_cpu.float(), rtol=2e-3, atol=1e-2)
