@@ -106,14 +106,86 @@ def element_private(loop: ParallelLoop) -> dict:
     return {b: index[b] for b in written}
 
 
+def shared_vector_reads(loop: ParallelLoop, lay) -> tuple[dict, dict]:
+    """({buffer: elements per vector}, {buffer: loop dims it is indexed by}) for the shared
+    buffers the loop only reads, always at its own variables in order, the last one last
+    (`X_s[i, j]`, `g_s[j]` in `T.Parallel(I, J)`), when each thread's innermost
+    registers of the loop layout run along the last dimension: those elements are read as
+    16-byte (or narrower) vectors before the element loop instead of one at a time."""
+    if not lay.local_modes or lay.dim_modes[-1][-1:] != (lay.local_modes[-1],):
+        return {}, {}
+    run = lay.local_sizes[-1]
+    body = list(walk(loop.body))
+    written = {x.buffer for x in body if isinstance(x, BufferStore)}
+    written |= {x.dst.buffer for x in body if isinstance(x, Atomic)}
+    out, bad, dims = [], set(), {}
+    for x in body:
+        for e in stmt_exprs(x):
+            for y in walk_expr(e):
+                if isinstance(y, BufferLoad) and y.buffer.scope == "shared":
+                    if y.buffer in written or _dims_of(loop, y.indices) is None:
+                        bad.add(y.buffer)
+                    elif dims.setdefault(y.buffer, _dims_of(loop, y.indices)) != \
+                            _dims_of(loop, y.indices):
+                        bad.add(y.buffer)
+                    else:
+                        out.append(y.buffer)
+    vecs = {}
+    for b in dict.fromkeys(out):
+        bits = b.dtype.bits
+        inside = all(isinstance(n, int) and isinstance(loop.extents[d], int)
+                     and loop.extents[d] <= n for d, n in zip(dims[b], b.shape))
+        if b in bad or bits not in (8, 16, 32, 64) or not inside:
+            continue  # (a loop wider than the buffer reads it only under some condition)
+        v = min(run, 128 // bits)
+        while v > 1 and (run % v or not isinstance(b.shape[-1], int) or b.shape[-1] % v):
+            v //= 2
+        if v > 1 and lay.local_size * bits <= 64 * 16:  # at most 64 16-bit registers' worth
+            vecs[b] = v
+    return vecs, dims
+
+
+def _dims_of(loop: ParallelLoop, indices) -> tuple[int, ...] | None:
+    """The loop dimensions a shared access uses when its indices are loop variables in order
+    ending with the last one (`X_s[i, j]`, `g_s[j]`); None otherwise."""
+    dims = [loop.vars.index(i) if isinstance(i, Var) and i in loop.vars else -1
+            for i in indices]
+    if not dims or dims[-1] != len(loop.vars) - 1 or dims != sorted(set(dims)) or -1 in dims:
+        return None
+    return tuple(dims)
+
+
+def _preload_shared(em, loop: ParallelLoop, lay) -> dict:
+    """Read the loop's vector-readable shared buffers into per-thread arrays; buffer -> the
+    register of the current element (`name[li]`)."""
+    vecs, dims = shared_vector_reads(loop, lay)
+    regs = {}
+    for b, v in vecs.items():
+        arr, t = em.fresh("vec"), ctype(b.dtype)
+        em.w(f"{t} {arr}[{lay.local_size}];  // {b.name}'s elements of this thread")
+        em.w("#pragma unroll")
+        em.open(f"for (int li = 0; li < {lay.local_size}; li += {v})")
+        coords = frag_coords(lay, "tid", "li")
+        idx = [f"({coords[d]})" for d in dims[b]]
+        em.w(f"const tc::Vec<{t}, {v}> val = tc::load_vec<{t}, {v}>("
+             f"&{em.shared_ptr[b]}[{em.flat_index(b, idx)}]);")
+        for k in range(v):
+            em.w(f"{arr}[li + {k}] = val.v[{k}];")
+        em.close()
+        regs[b] = f"{arr}[li]"
+        em.read_since_sync = True
+    return regs
+
+
 def _element_loop(em, loop: ParallelLoop, lay, body) -> None:
+    vec_regs = _preload_shared(em, loop, lay)
     em.w("#pragma unroll")
     em.open(f"for (int li = 0; li < {lay.local_size}; ++li)")
     for v, c, n in zip(loop.vars, frag_coords(lay, "tid", "li"), loop.extents):
         em.set_range(v, first=0, count=n)  # 0 <= v < n: `v // 2` prints as plain C division
         em.w(f"const int {em.name(v)} = {c};")
     private = element_private(loop)
-    saved, regs = dict(em.elem_local), {}
+    saved, regs = dict(em.elem_local), dict(vec_regs)
     for b, idx in private.items():
         regs[b] = em.fresh("elem")
         em.w(f"{ctype(b.dtype)} {regs[b]} = {em.ref(b, em.index_exprs(b, idx))};")

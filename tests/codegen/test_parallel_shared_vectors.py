@@ -1,0 +1,74 @@
+"""T.Parallel loops read shared tiles they index at their own variables as 16-byte vectors (one
+vector load per 8 fp16 elements of a thread), not one element at a time."""
+
+import pytest
+import torch
+
+import tilecraft
+import tilecraft.language as T
+from tilecraft.codegen.cuda.build import generate_cuda
+
+
+def scaled_rows(write_back=False, wide=False):
+    """Y = X * g (g broadcast over rows), the tile staged in shared memory; `write_back` also
+    stores into X_s inside the loop, `wide` runs the loop past g's extent (reads under a mask)."""
+
+    @T.prim_func
+    def k(X: T.Tensor((64, 256), "float16"), g: T.Tensor((256,), "float16"),
+          Y: T.Tensor((64, 256), "float16")):
+        with T.Kernel(8, threads=128) as bm:
+            X_s = T.alloc_shared((8, 256), "float16")
+            g_s = T.alloc_shared((256,), "float16")
+            y = T.alloc_fragment((8, 256), "float16")
+            T.copy(X[bm * 8, 0], X_s)
+            T.copy(g, g_s)
+            for i, j in T.Parallel(8, 256):
+                y[i, j] = X_s[i, j] * g_s[j]
+                if write_back:
+                    X_s[i, j] = 0
+            T.copy(y, Y[bm * 8, 0])
+
+    @T.prim_func
+    def k_wide(X: T.Tensor((64, 256), "float16"), g: T.Tensor((256,), "float16"),
+               Y: T.Tensor((64, 256), "float16")):
+        with T.Kernel(8, threads=128) as bm:
+            g_s = T.alloc_shared((128,), "float16")
+            y = T.alloc_fragment((8, 256), "float16")
+            T.copy(g[0:128], g_s)
+            for i, j in T.Parallel(8, 256):
+                y[i, j] = T.if_then_else(j < 128, g_s[T.min(j, 127)], 0)
+            T.copy(y, Y[bm * 8, 0])
+
+    return k_wide if wide else k
+
+
+def _loop(func) -> str:
+    src = generate_cuda(func, "sm_90a").source
+    return src.split("// T.Parallel")[1].split("// T.copy")[0]
+
+
+def test_a_tile_and_a_broadcast_row_are_read_as_vectors():
+    loop = _loop(scaled_rows())
+    assert "tc::load_vec<half, 8>(&X_s_[" in loop
+    assert "tc::load_vec<half, 8>(&g_s_[" in loop
+
+
+def test_a_tile_the_loop_writes_is_read_per_element():
+    loop = _loop(scaled_rows(write_back=True))
+    assert "&X_s_[" not in loop and "tc::load_vec<half, 8>(&g_s_[" in loop
+
+
+def test_reads_at_other_indices_stay_per_element():
+    assert "load_vec" not in _loop(scaled_rows(wide=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("write_back", [False, True])
+def test_gpu_vector_reads_match_the_interpreter(write_back):
+    k = tilecraft.jit(scaled_rows(write_back=write_back))
+    x, g = torch.randn(64, 256).half(), torch.randn(256).half()
+    y_cpu, y_gpu = torch.full_like(x, 7.0), torch.full_like(x, 7.0).cuda()
+    k(x, g, y_cpu)
+    k(x.cuda(), g.cuda(), y_gpu)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y_gpu.cpu(), y_cpu, rtol=0, atol=0)
