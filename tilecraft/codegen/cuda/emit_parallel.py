@@ -8,7 +8,8 @@ A masked store `x = T.if_then_else(a >= b, u, v)` with a - b affine in the loop 
 causal mask) tests the margin's range over the tile once: most tiles take the all-u or all-v
 branch, only tiles the boundary crosses select per element.
 Fragments use their registers (the index folds to a constant after unrolling); memory buffers
-use the logical index. With a replicated layout, only one thread of each replica group writes
+use the logical index, except shared tiles the loop only reads at its own variables, which are
+read as 16-byte vectors into registers first (shared_vector_reads). With a replicated layout, only one thread of each replica group writes
 memory or applies an atomic (an atomic inside T.Parallel acts once per logical element).
 """
 
