@@ -12,7 +12,9 @@ Why it means the same as running it (the interpreter does):
 - the key of a copy is its source tensor, its start indices with every one-iteration loop's
   variable replaced by the loop's start (only block indices may remain), its extents and its
   destination; the destination is the whole shared buffer;
-- the source tensor is stored to nowhere in the kernel (no block changes it);
+- the source tensor is stored to nowhere in the kernel (no block changes it), and nothing stores
+  to any global tensor between the two copies (a parameter may alias the source: an in-place
+  call passes one tensor twice);
 - walking the program in order, anything that writes the destination forgets it; a loop that
   may run other than once forgets, before and after it, what its body writes; an `if` forgets
   what either branch writes; statements of other kinds (`T.call_extern`) forget everything;
@@ -68,6 +70,9 @@ def reused_copies(state) -> frozenset[int]:
                 holds.clear()
                 return
             for b in _writes(x):
+                if b.scope == "global":  # may alias a recorded source
+                    holds.clear()
+                    return
                 holds.pop(b, None)
 
     def run(s, holds: dict, subst: dict) -> None:
