@@ -1,46 +1,171 @@
-"""Where the host time of a kernel call goes: cProfile over many calls of a small GEMM.
+"""Where the host time of a kernel call goes: per-call times and cProfile of a small GEMM.
 
-Usage: PYTHONPATH=$PWD python3 benchmarks/launch_profile.py
+Usage (on a GPU):   PYTHONPATH=$PWD python3 benchmarks/launch_profile.py
+Usage (no GPU):     PYTHONPATH=$PWD python3 benchmarks/launch_profile.py --cpu
+
+The GEMM is examples/gemm.py's `matmul(256, 256, 256)` (out_idx: the kernel allocates C), also
+called through its RuntimeKernel without out_idx (C passed). 2000 back-to-back calls, no sync.
+
+`--cpu` measures the Python side of a call on a machine without a GPU: the cubin is built for
+sm_90a (NVRTC), libcuda is replaced by a stand-in whose cuLaunchKernel and cuCtxGetCurrent are a
+C function that does nothing (so ctypes' argument conversion is paid as on a GPU), the tensors
+are CPU tensors (the device check is switched off: they run as if on a device -1), outputs
+come from CPU torch.empty. What it leaves out is the driver's own time in cuLaunchKernel and the
+CUDA caching allocator's in torch.empty.
 """
 
 import cProfile
+import ctypes
+import os
 import pstats
 import sys
 import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from gemm import matmul  # noqa: E402
+N_CALLS = 2000
 
 
-def main() -> None:
+def per_call(label: str, fn, sync=lambda: None, repeats: int = 1) -> float:
+    """Mean host time of N_CALLS back-to-back calls (best of `repeats`), printed in us."""
+    best = float("inf")
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(N_CALLS):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / N_CALLS * 1e6)
+        sync()
+    print(f"{label}: {best:.2f} us per call")
+    return best
+
+
+def profile(fn, sync=lambda: None) -> None:
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(N_CALLS):
+        fn()
+    prof.disable()
+    sync()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(14)
+
+
+def gpu() -> None:
+    import torch
+
+    from gemm import matmul
+    from tilecraft.runtime import RuntimeKernel
+
     kernel = matmul(256, 256, 256)
     a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     b = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     c = torch.empty(256, 256, dtype=torch.float16, device="cuda")
+    rk = kernel._cuda_kernel()
+    plain = RuntimeKernel(rk.compiled, rk.params, rk.launch_spec, rk.source)  # C passed in
     kernel(a, b)
+    plain(a, b, c)
     torch.cuda.synchronize()
-    for label, fn in (("with out_idx", lambda: kernel(a, b)),
-                      ("torch.empty only", lambda: torch.empty(256, 256, dtype=torch.float16,
-                                                               device="cuda"))):
-        n = 2000
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        print(f"{label}: {(t1 - t0) / n * 1e6:.1f} us per call")
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(2000):
-        kernel(a, b)
-    prof.disable()
-    torch.cuda.synchronize()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(14)
-    del c
+    sync = torch.cuda.synchronize
+    per_call("with out_idx", lambda: kernel(a, b), sync, repeats=3)
+    per_call("C passed", lambda: plain(a, b, c), sync, repeats=3)
+    per_call("torch.empty only", lambda: torch.empty(256, 256, dtype=torch.float16,
+                                                     device="cuda"), sync, repeats=3)
+    torch.testing.assert_close(kernel(a, b).float(), (a.float() @ b.float()), atol=0.1,
+                               rtol=0.01)
+    profile(lambda: kernel(a, b), sync)
+
+
+def cpu() -> None:
+    os.environ.setdefault("TILECRAFT_ARCH", "sm_90a")
+    import torch
+
+    from gemm import matmul
+    from tilecraft.runtime import RuntimeKernel
+    from tilecraft.runtime import driver as drv_mod
+    from tilecraft.runtime import launch as launch_mod
+
+    drv = install_dry_libcuda(drv_mod)
+    launch_mod._raw_stream = abs  # torch's current stream: a C call that returns 0
+    kernel = matmul(256, 256, 256)
+    kernel.target = "cuda"  # CPU tensors would pick the interpreter
+    rk = kernel._cuda_kernel()
+    plain = RuntimeKernel(rk.compiled, rk.params, rk.launch_spec, rk.source)  # C passed in
+    for k in (rk, plain):
+        # CPU tensors stand for tensors on a device numbered -1 (a tensor subclass that says
+        # "cuda:0" would make every attribute read twice as slow as a real tensor's)
+        k.checker._raise_device_error = lambda args: None
+        k.checker._devices[-1] = torch.device("cpu")
+    a, b, c = (torch.randn(256, 256, dtype=torch.float16) for _ in range(3))
+    kernel(a, b)
+    plain(a, b, c)
+    drv.lib.launches = 0
+    per_call("with out_idx", lambda: kernel(a, b), repeats=5)
+    per_call("C passed", lambda: plain(a, b, c), repeats=5)
+    per_call("torch.empty only (CPU)", lambda: torch.empty(256, 256, dtype=torch.float16),
+             repeats=5)
+    profile(lambda: plain(a, b, c))
+
+
+class _DryLib:
+    """libcuda's entry points for a machine without one: setup calls answer in Python, the
+    per-launch ones (cuLaunchKernel, cuCtxGetCurrent) are `fegetround`, a C function that takes
+    no time and returns 0 (CUDA_SUCCESS), called without argtypes as the launch path does."""
+
+    def __init__(self):
+        libm = ctypes.CDLL(None)
+        self.cuLaunchKernel = libm.fegetround
+        self.cuCtxGetCurrent = ctypes.CDLL(None).fegetround  # another function object
+        self.launches = 0
+
+    @staticmethod
+    def _out(ref, value) -> int:
+        ref._obj.value = value  # a ctypes byref() holds its object in _obj
+        return 0
+
+    def cuInit(self, flags):  # noqa: N802 - the driver's names
+        return 0
+
+    def cuDeviceGet(self, ref, ordinal):  # noqa: N802
+        return self._out(ref, ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, ref, dev):  # noqa: N802
+        return self._out(ref, 0x1000)
+
+    def cuCtxSetCurrent(self, ctx):  # noqa: N802
+        return 0
+
+    def cuModuleLoadData(self, ref, image):  # noqa: N802
+        return self._out(ref, 0x2000)
+
+    def cuModuleGetFunction(self, ref, module, name):  # noqa: N802
+        return self._out(ref, 0x3000)
+
+    def cuFuncGetAttribute(self, ref, attr, fn):  # noqa: N802
+        return self._out(ref, 0)
+
+    def cuFuncSetAttribute(self, fn, attr, value):  # noqa: N802
+        return 0
+
+    def cuTensorMapEncodeTiled(self, blob, *args):  # noqa: N802
+        return 0
+
+
+def install_dry_libcuda(drv_mod):
+    """Make the runtime's driver a CtypesDriver over _DryLib (the launch fast path's driver)."""
+    from tilecraft.runtime.cuda_ctypes import CtypesDriver
+
+    drv = CtypesDriver(_DryLib())
+    drv_mod.driver_module = lambda: drv
+    for name in ("launch", "module"):
+        setattr(sys.modules[f"tilecraft.runtime.{name}"], "driver_module", lambda: drv)
+    drv_mod.device_capability = lambda device: (9, 0)
+    drv_mod.gpu_available = lambda: True
+    sys.modules["tilecraft.runtime.module"].require_gpu = lambda arch="": None
+    import torch
+
+    torch.cuda.init = lambda: None
+    return drv
 
 
 if __name__ == "__main__":
-    main()
+    cpu() if "--cpu" in sys.argv else gpu()

@@ -46,7 +46,15 @@ if TYPE_CHECKING:
 __all__ = ["TARGETS", "JITKernel", "compile", "jit"]
 
 
+_ENVIRON = getattr(os.environ, "_data", None)  # CPython's dict behind os.environ
+_INTERPRET_KEY = os.environ.encodekey("TILECRAFT_INTERPRET") if _ENVIRON is not None else None
+
+
 def _interpret_forced() -> bool:
+    # a kernel call asks this every time: os.environ.get of an unset name costs 0.5 us (a
+    # KeyError inside), a look into the dict behind it 20 ns
+    if _ENVIRON is not None and _INTERPRET_KEY not in _ENVIRON:
+        return False
     return os.environ.get("TILECRAFT_INTERPRET", "") not in ("", "0", "false", "False")
 
 
@@ -105,6 +113,7 @@ class JITKernel:
         self._cached: jit_cache.CachedKernel | None = None  # not yet turned into a RuntimeKernel
         self._save_as: str | None = None  # the jit-cache key the CUDA build is saved under
         self._cuda: RuntimeKernel | None = None
+        self._fast: Any = None  # the RuntimeKernel's FastCall (made by its first launch)
 
     def _dump_program(self) -> None:
         if self.debug_root_path is not None:
@@ -210,9 +219,18 @@ class JITKernel:
     # ---- calling -----------------------------------------------------------------------
     @entry_point
     def __call__(self, *args):
+        fast = self._fast
+        if fast is not None and not _interpret_forced():
+            out = fast(args, None)  # arguments of a signature the checker accepted before
+            if out is not fast.MISS:
+                return out
         if self._on_interpreter(args):
             return self._interpret(list(args))
-        return self._cuda_kernel()(*args)
+        kernel = self._cuda_kernel()
+        out = kernel(*args)
+        if fast is None:  # a hit means CUDA tensors, so "auto" picks the GPU as "cuda" does
+            self._fast = kernel.fast_call
+        return out
 
     def _on_interpreter(self, args: tuple) -> bool:
         if self.target == "interp" or _interpret_forced():

@@ -79,6 +79,17 @@ def load_libcuda() -> Any:
     return lib
 
 
+def untyped(lib: Any, name: str) -> Any:
+    """A second, untyped function pointer to entry point `name` of `lib` (returning int): ctypes
+    converts its arguments by their Python type (a ctypes object as itself, None as NULL, an int
+    as a C int), which costs half of what typed `argtypes` conversions do. For the launch path
+    only, with every argument a ctypes object, None or an int below 2^31."""
+    fn = lib[name] if isinstance(lib, _c.CDLL) else getattr(lib, name)
+    if isinstance(lib, _c.CDLL):
+        fn.restype = _c.c_int
+    return fn
+
+
 class CtypesDriver:
     """The subset of `cuda.bindings.driver` the runtime uses, on libcuda through ctypes."""
 

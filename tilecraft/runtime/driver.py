@@ -123,6 +123,11 @@ def ensure_context_fast(device: int, lib: Any, scratch: Any) -> None:
         ensure_context(device)
 
 
+def primary_context(device: int) -> int | None:
+    """The handle of `device`'s primary context, once `ensure_context` has retained it."""
+    return _primary_handle.get(device)
+
+
 def device_capability(device: int) -> tuple[int, int]:
     """Compute capability of `device` as (major, minor)."""
     import torch

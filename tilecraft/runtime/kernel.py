@@ -20,12 +20,13 @@ The block is checked once, when the kernel is made (TC310).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .args import ArgChecker, BoundArgs
 from .driver import require_gpu
-from .launch import Launcher
+from .fast_call import MISS, FastCall
+from .launch import Launcher, current_stream
 from .limits import check_block, check_grid
 from .module import LoadedKernel
 from .nvrtc import CompiledCubin, compile_cuda
@@ -64,6 +65,7 @@ class RuntimeKernel:
         dynamic = any(callable(e) for e in launch.grid)
         self._static_grid = None if dynamic else tuple(launch.grid)
         self._cluster = launch.cluster_dims()
+        self._fast: FastCall | None = None  # made at the first launch through ctypes
 
     @classmethod
     def from_source(
@@ -115,7 +117,18 @@ class RuntimeKernel:
 
         Returns the outputs the checker allocated: None when there are none, the tensor when
         there is one, else a tuple."""
+        fast = self._fast
+        if fast is not None and (stream is None or _is_stream(stream)):
+            out = fast(args, None if stream is None else _stream_handle(stream))
+            if out is not MISS:
+                return out
         return self.launch(*args, stream=stream)
+
+    @property
+    def fast_call(self) -> FastCall | None:
+        """`fast_call(args, stream)`: `self(*args)` when the arguments' signature was accepted
+        before, else `FastCall.MISS` (fast_call.py); None before the first ctypes launch."""
+        return self._fast
 
     def launch(
         self,
@@ -125,7 +138,9 @@ class RuntimeKernel:
         stream: object = None,
     ) -> Any:
         """Launch with optional overrides of the grid and dynamic shared memory of the spec."""
-        values, dims, device, outputs = self.checker.bind(args)
+        bound = self.checker.bind(args)
+        values, dims, device, outputs = bound
+        grid_given = grid
         if grid is None:
             grid = self._static_grid or tuple(e(dims) if callable(e) else e
                                               for e in self.launch_spec.grid)
@@ -139,9 +154,25 @@ class RuntimeKernel:
             dyn = self.launch_spec.smem if smem is None else smem
             handle = _current_stream(device) if stream is None else _stream_handle(stream)
             self._launcher.launch(values, g, dyn, device, handle)
+        if grid_given is None and smem is None:
+            self._remember(args, bound, g)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def _remember(self, args: Sequence[object], bound: BoundArgs, grid: Any) -> None:
+        """After a checked launch: let later calls with these arguments' signature take the
+        fast path (only where the launch goes through ctypes: launch.py's DirectLaunch)."""
+        if self._fast is None:
+            if not self._launcher.uses_ctypes():
+                return
+            self._fast = FastCall(self.checker, self._launcher, self.launch_spec.smem)
+        self._fast.remember(args, bound, grid)
+
+
+def _current_stream(device: int) -> int:
+    """Raw handle of torch's current stream on `device` (launch.current_stream)."""
+    return current_stream(device)
 
 
 def _torch_device() -> int:
@@ -150,27 +181,8 @@ def _torch_device() -> int:
     return torch.cuda.current_device()
 
 
-_raw_stream: Callable[[int], int] | None = None
-
-
-def _current_stream(device: int) -> int:
-    """Raw handle of torch's current stream on `device`."""
-    global _raw_stream
-    if _raw_stream is None:
-        _raw_stream = _find_raw_stream()
-    return _raw_stream(device)
-
-
-def _find_raw_stream() -> Callable[[int], int]:
-    """The cheapest way to ask torch for its current stream: the private
-    `torch._C._cuda_getCurrentRawStream` (what Triton's launcher calls: one C call, no Stream
-    object), else the public `torch.cuda.current_stream(device).cuda_stream`."""
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw
-    return lambda device: torch.cuda.current_stream(device).cuda_stream
+def _is_stream(stream: object) -> bool:
+    return isinstance(stream, int) or getattr(stream, "cuda_stream", None) is not None
 
 
 def _stream_handle(stream: object) -> int:

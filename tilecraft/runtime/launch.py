@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .cuda_ctypes import CtypesDriver
-from .driver import bindings_module, check, driver_module, ensure_context, ensure_context_fast
+from .cuda_ctypes import untyped
+from .driver import (
+    bindings_module,
+    check,
+    driver_module,
+    ensure_context,
+    ensure_context_fast,
+    primary_context,
+)
 from .module import LoadedKernel
 
 _UNDECIDED = object()
@@ -53,6 +61,14 @@ class ParamBlock:
         self._maps = tuple(i for i, k in enumerate(self.kinds) if k == "tensormap")
         self._plain = tuple((self._slots[i], i) for i, k in enumerate(self.kinds)
                             if k != "tensormap")
+        self._map_in: dict[int, Any] = {}  # map slot -> the blob last copied into it
+        #: map slot -> (address, shape) of the map it holds, where the fast path wrote it
+        self.map_held: dict[int, tuple] = {}
+
+    def slot(self, i: int) -> Any:
+        """The ctypes object of parameter `i` (write `.value`; the fast path does, under the
+        launcher's lock)."""
+        return self._slots[i]
 
     def fill(self, values: Sequence[Any]) -> None:
         if not self._maps:
@@ -63,7 +79,15 @@ class ParamBlock:
             slot.value = values[i]
         for i in self._maps:
             if values[i]:  # 0: not made (no launch follows)
-                ctypes.memmove(self._slots[i], values[i], _MAP_BYTES)
+                self.set_map(i, values[i])
+
+    def set_map(self, i: int, blob: Any, held: tuple | None = None) -> None:
+        """Copy a tensor map's 128 bytes into slot `i`, unless that blob is already there (the
+        encoder returns one object per address and shape); `held`: its (address, shape)."""
+        if self._map_in.get(i) is not blob:
+            ctypes.memmove(self._slots[i], blob, _MAP_BYTES)
+            self._map_in[i] = blob
+        self.map_held[i] = held
 
     def values(self) -> list[Any]:
         return [bytes(s) if k == "tensormap" else s.value or 0
@@ -162,6 +186,20 @@ class Launcher:
         if result[0]:  # anything but CUDA_SUCCESS
             check(result, self._call_name)
 
+    def uses_ctypes(self) -> bool:
+        """Whether launches go through libcuda by ctypes (False until the first launch)."""
+        return self._lib is not _UNDECIDED and self._lib is not None
+
+    def direct(self, device: int, smem: int) -> DirectLaunch | None:
+        """The ctypes launch of this kernel on `device` with `smem` bytes of dynamic shared
+        memory, for the fast path (fast_call.py); None unless a launch there went through
+        ctypes already (which loaded the function and knows the context)."""
+        handle = self._handles.get((device, smem)) if self.uses_ctypes() else None
+        primary = primary_context(device)
+        if handle is None or primary is None:
+            return None
+        return DirectLaunch(self, handle, smem, device, primary)
+
     def _launch_ctypes(self, values, grid, smem: int, device: int, stream: int) -> None:
         """cuLaunchKernel through ctypes: one foreign call, no driver-binding objects."""
         handle = self._handles.get((device, smem))
@@ -175,3 +213,69 @@ class Launcher:
                                            stream or None, self.params.address, None)
         if err:
             check((driver_module().CUresult(err),), f"cuLaunchKernel({self.kernel.name})")
+
+
+class DirectLaunch:
+    """One foreign call per launch: cuLaunchKernel through an untyped ctypes function pointer
+    (every argument a ctypes object, None or an int below 2^31: half the conversion cost of
+    typed arguments), the function handle and parameter array address prebuilt, one
+    cuCtxGetCurrent to confirm torch's primary context is current on this thread."""
+
+    __slots__ = ("_block", "_ctx", "_ctx_ref", "_get_ctx", "_handle", "_launch", "_name",
+                 "_params", "_primary", "_smem", "_streams", "block", "device", "lock")
+
+    def __init__(self, launcher: Launcher, handle: int, smem: int, device: int, primary: int):
+        lib = launcher._lib
+        self._launch = untyped(lib, "cuLaunchKernel")
+        self._get_ctx = untyped(lib, "cuCtxGetCurrent")
+        self._ctx = ctypes.c_void_p(primary)  # cuCtxGetCurrent writes here
+        self._ctx_ref = ctypes.byref(self._ctx)
+        self._primary = primary
+        self.device = device
+        self._handle = ctypes.c_void_p(handle)
+        self._params = ctypes.c_void_p(launcher.params.address or None)
+        self._block = launcher.block
+        self._smem = smem
+        self._name = launcher.kernel.name
+        self._streams: dict[int, Any] = {0: None}
+        #: the parameter block, whose slots the caller writes while holding `lock`
+        self.block = launcher.params
+        self.lock = launcher._lock
+
+    def __call__(self, grid: tuple[int, int, int], stream: int) -> None:
+        """Launch with the values already in the parameter block (the caller holds `lock`)."""
+        s = self._streams.get(stream)
+        if s is None and stream:
+            if len(self._streams) > 64:
+                self._streams = {0: None}
+            s = self._streams[stream] = ctypes.c_void_p(stream)
+        if self._get_ctx(self._ctx_ref) or self._ctx.value != self._primary:
+            ensure_context(self.device)
+        bx, by, bz = self._block
+        err = self._launch(self._handle, grid[0], grid[1], grid[2], bx, by, bz, self._smem, s,
+                           self._params, None)
+        if err:
+            check((driver_module().CUresult(err),), f"cuLaunchKernel({self._name})")
+
+
+_raw_stream: Callable[[int], int] | None = None
+
+
+def current_stream(device: int) -> int:
+    """Raw handle of torch's current stream on `device`."""
+    global _raw_stream
+    if _raw_stream is None:
+        _raw_stream = _find_raw_stream()
+    return _raw_stream(device)
+
+
+def _find_raw_stream() -> Callable[[int], int]:
+    """The cheapest way to ask torch for its current stream: the private
+    `torch._C._cuda_getCurrentRawStream` (what Triton's launcher calls: one C call, no Stream
+    object), else the public `torch.cuda.current_stream(device).cuda_stream`."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream

@@ -1,0 +1,241 @@
+"""The per-call fast path (runtime/fast_call.py) on a CPU machine, over a recording stand-in for
+libcuda driven through the ctypes driver, as a GPU machine's launches are.
+
+After a first call that the checker accepted, later calls with the same argument signature skip
+the checker; every bad call must still be refused with the checker's own error, and every
+launch must carry the pointers, scalars and grid of its own arguments."""
+
+import ctypes
+
+import pytest
+import torch
+from test_launch_path_fake_driver import CUBIN, on_cuda
+
+from tilecraft.diagnostics import Span
+from tilecraft.runtime import (
+    ArgChecker,
+    CompiledCubin,
+    LaunchArgumentError,
+    LaunchSpec,
+    Resources,
+    RuntimeKernel,
+    ScalarParam,
+    TensorMapParam,
+    TensorParam,
+)
+from tilecraft.runtime import cuda_ctypes
+from tilecraft.runtime import driver as drv_mod
+from tilecraft.runtime import launch as launch_mod
+from tilecraft.runtime import module as module_mod
+
+SPAN = Span(__file__, 12, 4)
+STREAM = 0x5500
+_READ = {"pointer": ctypes.c_void_p, "int32": ctypes.c_int32, "float32": ctypes.c_float,
+         "tensormap": ctypes.c_uint64}
+
+
+class FakeLibcuda:
+    """libcuda's entry points as the ctypes driver calls them (out-parameters by reference);
+    cuLaunchKernel decodes the parameter block with `kinds`."""
+
+    def __init__(self):
+        self.kinds: list[str] = []
+        self.launches: list[tuple] = []
+        self.current = 0
+
+    @staticmethod
+    def _out(ref, value) -> int:
+        getattr(ref, "_obj", ref).value = value
+        return 0
+
+    def cuInit(self, flags):  # noqa: N802 - the driver's names
+        return 0
+
+    def cuDeviceGet(self, ref, ordinal):  # noqa: N802
+        return self._out(ref, ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, ref, dev):  # noqa: N802
+        return self._out(ref, 0x1000 + dev)
+
+    def cuCtxGetCurrent(self, ref):  # noqa: N802
+        return self._out(ref, self.current or None)
+
+    def cuCtxSetCurrent(self, ctx):  # noqa: N802
+        self.current = int(ctx)
+        return 0
+
+    def cuModuleLoadData(self, ref, image):  # noqa: N802
+        return self._out(ref, 0x2000)
+
+    def cuModuleGetFunction(self, ref, module, name):  # noqa: N802
+        return self._out(ref, 0x3000)
+
+    def cuFuncGetAttribute(self, ref, attr, fn):  # noqa: N802
+        return self._out(ref, 0)
+
+    def cuFuncSetAttribute(self, fn, attr, value):  # noqa: N802
+        return 0
+
+    def cuGetErrorName(self, err, ref):  # noqa: N802
+        return 1
+
+    def cuTensorMapEncodeTiled(self, blob, dtype, rank, address, *rest):  # noqa: N802
+        blob[0] = address  # a map that says which tensor it describes
+        return 0
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):  # noqa: N802
+        def raw(x):
+            return getattr(x, "value", x) or 0
+
+        slots = (ctypes.c_void_p * len(self.kinds)).from_address(raw(params))
+        values = tuple(_READ[k].from_address(a).value for k, a in zip(self.kinds, slots))
+        self.launches.append(((gx, gy, gz), raw(stream), values))
+        return 0
+
+
+@pytest.fixture
+def libcuda(monkeypatch):
+    lib = FakeLibcuda()
+    monkeypatch.setattr(cuda_ctypes.CUresult, "_lib", cuda_ctypes.CUresult._lib)
+    drv = cuda_ctypes.CtypesDriver(lib)
+    for mod in (drv_mod, module_mod, launch_mod):
+        monkeypatch.setattr(mod, "driver_module", lambda: drv)
+    monkeypatch.setattr(module_mod, "require_gpu", lambda arch="": None)
+    monkeypatch.setattr(drv_mod, "device_capability", lambda device: (9, 0))
+    monkeypatch.setattr("torch.cuda.init", lambda: None)
+    monkeypatch.setattr(drv_mod, "_primary", {})
+    monkeypatch.setattr(drv_mod, "_primary_handle", {})
+    monkeypatch.setattr(launch_mod, "_raw_stream", lambda device: STREAM)
+    return lib
+
+
+PARAMS = (
+    TensorParam("x", "float32", ("n",), align=16),
+    TensorParam("y", "float32", ("n", 4)),
+    ScalarParam("alpha", "float32"),
+    ScalarParam("n", "int32", dim="n"),
+)
+
+
+def make_kernel(libcuda, params=PARAMS, outputs=(), grid=(lambda d: (d["n"] + 127) // 128,)):
+    libcuda.kinds = ["pointer" if isinstance(p, TensorParam) else
+                     "tensormap" if isinstance(p, TensorMapParam) else p.kind for p in params]
+    checker = ArgChecker(params, kernel="k", span=SPAN, outputs=outputs)
+    spec = LaunchSpec(grid=grid, block=(128,))
+    compiled = CompiledCubin("k", "sm_90a", CUBIN, Resources(registers=8))
+    kernel = RuntimeKernel(compiled, params, spec, checker=checker)
+    binds = []
+    bind = checker.bind
+    checker.bind = lambda args, **kw: binds.append(len(args)) or bind(args, **kw)
+    return kernel, binds
+
+
+def good(n=300):
+    return on_cuda(torch.zeros(n)), on_cuda(torch.zeros(n, 4)), 2.5
+
+
+def test_later_calls_skip_the_checker_and_launch_their_own_pointers(libcuda):
+    kernel, binds = make_kernel(libcuda)
+    calls = [good() for _ in range(5)] + [good(1000)]
+    for x, y, alpha in calls:
+        assert kernel(x, y, alpha) is None
+    assert len(binds) == 2  # one per signature: n=300, then n=1000
+    assert libcuda.launches == [
+        ((3, 1, 1), STREAM, (x.data_ptr(), y.data_ptr(), 2.5, 300)) for x, y, _ in calls[:5]
+    ] + [((8, 1, 1), STREAM, (calls[5][0].data_ptr(), calls[5][1].data_ptr(), 2.5, 1000))]
+    x, y, _ = good(1000)
+    kernel(x, y, -1.0, stream=0x77)  # a known signature on another stream
+    assert libcuda.launches[-1] == ((8, 1, 1), 0x77, (x.data_ptr(), y.data_ptr(), -1.0, 1000))
+    assert len(binds) == 2
+
+
+def _misaligned():
+    x = on_cuda(torch.zeros(301))
+    return on_cuda(x[1:]), good()[1], 1.0  # 4 bytes past a 16-byte boundary
+
+
+BAD_CALLS = {
+    "count": (lambda: good()[:2], "TC301"),
+    "shape": (lambda: (good()[0], on_cuda(torch.zeros(300, 5)), 1.0), "TC302"),
+    "dtype": (lambda: (on_cuda(torch.zeros(300, dtype=torch.float64)), *good()[1:]), "TC303"),
+    "not-a-tensor": (lambda: ([0.0] * 300, *good()[1:]), "TC303"),
+    "scalar": (lambda: (*good()[:2], "2.5"), "TC303"),
+    "host-tensor": (lambda: (torch.zeros(300), *good()[1:]), "TC304"),
+    "other-device": (lambda: (on_cuda(torch.zeros(300), index=1), *good()[1:]), "TC304"),
+    "dims-disagree": (lambda: (good()[0], on_cuda(torch.zeros(299, 4)), 1.0), "TC305"),
+    "non-contiguous": (lambda: (good()[0], on_cuda(torch.zeros(4, 300).t()), 1.0), "TC306"),
+    "misaligned": (_misaligned, "TC308"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_a_bad_call_after_good_ones_is_refused_as_on_a_first_call(libcuda, case):
+    make_args, code = BAD_CALLS[case]
+    fresh, _ = make_kernel(libcuda)
+    with pytest.raises(LaunchArgumentError) as first:
+        fresh(*make_args())
+    kernel, _ = make_kernel(libcuda)
+    kernel(*good())
+    kernel(*good())  # the fast path now knows n=300
+    with pytest.raises(LaunchArgumentError) as later:
+        kernel(*make_args())
+    assert later.value.code == first.value.code == code
+    assert later.value.line == SPAN.line and str(later.value) == str(first.value)
+    assert len(libcuda.launches) == 2
+    kernel(*good())  # and the kernel still launches good calls
+    assert len(libcuda.launches) == 3
+
+
+def test_outputs_are_allocated_per_call_with_the_bound_shape(libcuda):
+    params = (TensorParam("x", "float32", ("n",)), TensorParam("out", "float32", ("n",)),
+              ScalarParam("n", "int32", dim="n"))
+    kernel, binds = make_kernel(libcuda, params, outputs=("out",))
+    kernel.checker._empty = lambda shape, dtype, device: on_cuda(torch.empty(shape, dtype=dtype))
+    outs = []
+    for n in (100, 100, 100, 7):
+        x = on_cuda(torch.zeros(n))
+        outs.append((x, kernel(x)))
+    assert len(binds) == 2
+    assert [o.shape for _, o in outs] == [(100,)] * 3 + [(7,)]
+    assert [launch[2] for launch in libcuda.launches] == [
+        (x.data_ptr(), o.data_ptr(), o.shape[0]) for x, o in outs
+    ]
+
+
+def test_tensor_maps_follow_their_tensors_address(libcuda):
+    params = (TensorParam("A", "float16", (64, 64)),
+              TensorMapParam("A_tmap", "A", box=(64, 64), swizzle=128))
+    kernel, binds = make_kernel(libcuda, params, grid=(1,))
+    tensors = [on_cuda(torch.zeros(64, 64, dtype=torch.float16)) for _ in range(3)]
+    for a in tensors + tensors[:1]:
+        kernel(a)
+    assert len(binds) == 1
+    assert [launch[2] for launch in libcuda.launches] == [
+        (a.data_ptr(), a.data_ptr()) for a in tensors + tensors[:1]
+    ]
+
+
+def test_jit_kernel_errors_after_the_fast_path_point_at_the_parameter(libcuda, monkeypatch):
+    import tilecraft
+    import tilecraft.language as T
+
+    @T.prim_func
+    def double(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+    kernel = tilecraft.compile(double, target="auto", arch="sm_90a")
+    libcuda.kinds = ["pointer", "pointer"]
+    for _ in range(3):
+        a, b = on_cuda(torch.zeros(256)), on_cuda(torch.zeros(256))
+        kernel(a, b)
+        assert libcuda.launches[-1] == ((2, 1, 1), STREAM, (a.data_ptr(), b.data_ptr()))
+    with pytest.raises(tilecraft.TilecraftError) as info:
+        kernel(a, on_cuda(torch.zeros(255)))
+    assert info.value.code == "TC302"
+    assert info.value.line == double.params[1].span.line
+    monkeypatch.setenv("TILECRAFT_INTERPRET", "1")  # the interpreter, even for known calls
+    a, b = torch.ones(256), torch.zeros(256)
+    kernel(a, b)
+    assert b[0] == 2.0 and len(libcuda.launches) == 3
