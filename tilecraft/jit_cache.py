@@ -13,9 +13,10 @@ Key: sha256 of
   - the target (`current_target()` or the `arch` option) and the jit options;
   - the factory: its file's path and contents, its code (bytecode, constants, names), its
     defaults, and the values it reads from its closure and globals, recursively: constants (and
-    containers, enums, dataclasses, dtypes of them) by value; user functions likewise; functions,
-    classes and modules of installed packages by name and file contents; those of tilecraft and
-    the standard library by name (the versions above cover them);
+    containers, enums, dataclasses, tilecraft's frozen values, dtypes of them) by value; user
+    functions likewise; functions, classes and modules of installed packages by name and file
+    contents; those of tilecraft and the standard library by name (the versions above cover
+    them);
   - the call's arguments, bound to the signature with defaults applied, by value.
 A value that has no fingerprint by value (an arbitrary object, a tensor) makes the call
 uncacheable; it is then built as before.
@@ -39,13 +40,13 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tilecraft.runtime.record import GridExpr, KernelRecord
 
+from ._frozen import Frozen, _set
 from .jit_key import FORMAT, Fingerprint, Unkeyable, call_key, tilecraft_sources_hash
 
 __all__ = ["FORMAT", "CachedKernel", "Fingerprint", "Unkeyable", "call_key", "describe",
@@ -59,14 +60,22 @@ def enabled() -> bool:
 
 
 # ---- the entry -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CachedKernel:
+class CachedKernel(Frozen):
     """A jit-cache entry: the kernel's record and the jit options it was prepared with."""
 
+    __slots__ = ("record", "out_idx", "target", "arch")
     record: KernelRecord  # the kernel, written down (tilecraft/runtime/record.py)
     out_idx: tuple[int, ...]
     target: str
     arch: str | None
+
+    def __init__(
+        self, record: KernelRecord, out_idx: tuple[int, ...], target: str, arch: str | None
+    ) -> None:
+        _set(self, "record", record)
+        _set(self, "out_idx", out_idx)
+        _set(self, "target", target)
+        _set(self, "arch", arch)
 
     def to_json(self) -> dict:
         jit = {"out_idx": list(self.out_idx), "target": self.target, "arch": self.arch}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import tilecraft
+from tilecraft._frozen import Frozen
 
 FORMAT = 2
 # environment variables that change the generated code
@@ -159,6 +160,9 @@ class Fingerprint:
         elif isinstance(v, functools.partial):
             self.add("partial")
             self.value((v.func, v.args, v.keywords))
+        elif isinstance(v, Frozen):  # tilecraft's value classes (spans, targets, ...)
+            self.add("frozen", t.__module__, t.__qualname__)
+            self.value(v._values())
         elif is_dataclass(v):
             self.add("dataclass", t.__module__, t.__qualname__)
             self.value(tuple(getattr(v, f.name) for f in fields(v)))

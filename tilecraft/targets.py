@@ -10,18 +10,26 @@ without a GPU compile for one), the live GPU (through torch), then a fallback (H
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from dataclasses import dataclass
+
+from tilecraft._frozen import Frozen, _set
 
 KB = 1024
 MB = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Target:
-    """One GPU model. Sizes in bytes, bandwidth in bytes/s, rates in FLOP/s (or OP/s)."""
+class Target(Frozen):
+    """One GPU model. Sizes in bytes, bandwidth in bytes/s, rates in FLOP/s (or OP/s);
+    immutable, equal by value (`replace(**changes)` for a variant)."""
 
+    __slots__ = (
+        "name", "arch", "compute_capability", "sm_count", "max_shared_memory_per_block",
+        "shared_memory_per_sm", "registers_per_sm", "max_registers_per_thread",
+        "max_threads_per_block", "max_threads_per_sm", "max_blocks_per_sm", "warp_size",
+        "l2_cache_bytes", "memory_bytes", "memory_bandwidth", "clock_hz", "peak_tensor_fp16",
+        "peak_tensor_tf32", "peak_tensor_fp8", "peak_tensor_int8", "peak_fp32", "has_wgmma",
+        "has_tma", "has_clusters"
+    )
     name: str
     arch: str  # what NVRTC gets: "sm_90a", "sm_80"
     compute_capability: tuple[int, int]
@@ -47,6 +55,44 @@ class Target:
     has_tma: bool
     has_clusters: bool
 
+    def __init__(
+        self,
+        name: str,
+        arch: str,
+        compute_capability: tuple[int, int],
+        sm_count: int,
+        max_shared_memory_per_block: int,
+        shared_memory_per_sm: int,
+        registers_per_sm: int,
+        max_registers_per_thread: int,
+        max_threads_per_block: int,
+        max_threads_per_sm: int,
+        max_blocks_per_sm: int,
+        warp_size: int,
+        l2_cache_bytes: int,
+        memory_bytes: int,
+        memory_bandwidth: float,
+        clock_hz: float,
+        peak_tensor_fp16: float,
+        peak_tensor_tf32: float,
+        peak_tensor_fp8: float,
+        peak_tensor_int8: float,
+        peak_fp32: float,
+        has_wgmma: bool,
+        has_tma: bool,
+        has_clusters: bool,
+    ) -> None:
+        values = (
+            name, arch, compute_capability, sm_count, max_shared_memory_per_block,
+            shared_memory_per_sm, registers_per_sm, max_registers_per_thread,
+            max_threads_per_block, max_threads_per_sm, max_blocks_per_sm, warp_size,
+            l2_cache_bytes, memory_bytes, memory_bandwidth, clock_hz, peak_tensor_fp16,
+            peak_tensor_tf32, peak_tensor_fp8, peak_tensor_int8, peak_fp32, has_wgmma, has_tma,
+            has_clusters,
+        )
+        for field, value in zip(self.__slots__, values, strict=True):
+            _set(self, field, value)
+
     @property
     def sm_version(self) -> int:
         """Compute capability as one number: 90 for 9.0, 80 for 8.0."""
@@ -54,7 +100,7 @@ class Target:
 
     def with_arch(self, arch: str) -> Target:
         """The same chip compiled for another arch string (e.g. "sm_90" without Hopper extras)."""
-        return dataclasses.replace(self, arch=arch, has_wgmma=self.has_wgmma and arch.endswith("a"))
+        return self.replace(arch=arch, has_wgmma=self.has_wgmma and arch.endswith("a"))
 
 
 H100_SXM = Target(
@@ -84,8 +130,7 @@ H100_SXM = Target(
     has_clusters=True,
 )
 
-H200 = dataclasses.replace(
-    H100_SXM,
+H200 = H100_SXM.replace(
     name="H200",
     l2_cache_bytes=60 * MB,  # what torch reported on the lent H200 (device KINDS.md, 2026-10-28)
     memory_bytes=141 * 10**9,
@@ -152,8 +197,7 @@ def _from_torch_device(index: int | None = None) -> Target | None:
     if base is None:
         base = H100_SXM if major >= 9 else A100_SXM
     smem = getattr(props, "shared_memory_per_block_optin", 0) or base.max_shared_memory_per_block
-    return dataclasses.replace(
-        base.with_arch(arch),
+    return base.with_arch(arch).replace(
         name=props.name,
         compute_capability=(major, minor),
         sm_count=props.multi_processor_count,

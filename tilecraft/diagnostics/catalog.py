@@ -5,14 +5,21 @@ Messages speak the user's words (buffers, tiles, lines), never the compiler's in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tilecraft._frozen import Frozen, _set
 
 
-@dataclass(frozen=True)
-class Diagnostic:
+class Diagnostic(Frozen):
+    """One catalog entry: its code, message template and hint template."""
+
+    __slots__ = ("code", "title", "hint")
     code: str
     title: str
-    hint: str = ""
+    hint: str
+
+    def __init__(self, code: str, title: str, hint: str = "") -> None:
+        _set(self, "code", code)
+        _set(self, "title", title)
+        _set(self, "hint", hint)
 
 
 _ENTRIES = [

@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import linecache
-from dataclasses import dataclass
+
+from tilecraft._frozen import Frozen, _set
 
 
-@dataclass(frozen=True)
-class Span:
-    """A location in user source: file, 1-based line, 0-based column range."""
+class Span(Frozen):
+    """A location in user source: file, 1-based line, 0-based column range (immutable; equal
+    and hashed by value)."""
 
+    __slots__ = ("file", "line", "col", "end_col")
     file: str
     line: int
-    col: int = 0
-    end_col: int | None = None
+    col: int
+    end_col: int | None
+
+    def __init__(self, file: str, line: int, col: int = 0, end_col: int | None = None) -> None:
+        _set(self, "file", file)
+        _set(self, "line", line)
+        _set(self, "col", col)
+        _set(self, "end_col", end_col)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Span:
+            return NotImplemented
+        return (self.file, self.line, self.col, self.end_col) == (
+            other.file, other.line, other.col, other.end_col)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.file, self.line, self.col, self.end_col))
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col + 1}"

@@ -22,9 +22,9 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
+from .._frozen import Frozen, _set
 from .errors import CacheCorruptionWarning, warn_at_caller
 from .paths import TILECRAFT_INCLUDE_DIR
 from .resources import Resources
@@ -33,12 +33,20 @@ from .resources import Resources
 _LENGTH, _SHA256 = "cubin_bytes", "cubin_sha256"
 
 
-@dataclass(frozen=True)
-class CacheEntry:
+class CacheEntry(Frozen):
+    """A cubin read back from the cache, its resources, NVRTC log and metadata."""
+
+    __slots__ = ("cubin", "resources", "log", "meta")
     cubin: bytes
     resources: Resources
     log: str
     meta: dict
+
+    def __init__(self, cubin: bytes, resources: Resources, log: str, meta: dict) -> None:
+        _set(self, "cubin", cubin)
+        _set(self, "resources", resources)
+        _set(self, "log", log)
+        _set(self, "meta", meta)
 
 
 def cache_dir() -> Path:

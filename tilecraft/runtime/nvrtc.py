@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
+from .._frozen import Frozen, _set
 from .cache import CacheEntry, KernelCache, cache_key, default_cache
 from .errors import CudaCompileError
 from .paths import include_dirs, nvrtc_module
@@ -24,29 +24,53 @@ BASE_OPTIONS: tuple[str, ...] = ("-std=c++17", "-lineinfo", "--ptxas-options=-v"
 FAST_MATH: str = "--use_fast_math"
 
 
-@dataclass(frozen=True)
-class CompiledCubin:
+class CompiledCubin(Frozen):
     """Machine code for one arch, the entry function's name and resources, and the NVRTC log."""
 
+    __slots__ = ("name", "arch", "cubin", "resources", "log", "options", "compiler_version", "key",
+                 "from_cache")
+    _hidden = ("cubin", "log")
     name: str
     arch: str
-    cubin: bytes = field(repr=False)
+    cubin: bytes
     resources: Resources
-    log: str = field(default="", repr=False)
-    options: tuple[str, ...] = ()
-    compiler_version: str = ""
-    key: str = ""
-    from_cache: bool = False
+    log: str
+    options: tuple[str, ...]
+    compiler_version: str
+    key: str
+    from_cache: bool
+
+    def __init__(
+        self,
+        name: str,
+        arch: str,
+        cubin: bytes,
+        resources: Resources,
+        log: str = "",
+        options: tuple[str, ...] = (),
+        compiler_version: str = "",
+        key: str = "",
+        from_cache: bool = False,
+    ) -> None:
+        for field, value in zip(self.__slots__, (name, arch, cubin, resources, log, options,
+                                                 compiler_version, key, from_cache)):
+            _set(self, field, value)
 
 
-@dataclass(frozen=True)
-class CompileJob:
+class CompileJob(Frozen):
     """One input of `compile_many`."""
 
+    __slots__ = ("source", "arch", "name", "options")
     source: str
     arch: str
     name: str
-    options: tuple[str, ...] = ()
+    options: tuple[str, ...]
+
+    def __init__(self, source: str, arch: str, name: str, options: tuple[str, ...] = ()) -> None:
+        _set(self, "source", source)
+        _set(self, "arch", arch)
+        _set(self, "name", name)
+        _set(self, "options", options)
 
 
 _calls = 0

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
+from .._frozen import Frozen, _set
 from ..diagnostics import Span
 from .args import ArgChecker
 from .cache import default_cache
@@ -41,11 +42,14 @@ GRID_OPS: dict[str, Callable[[int, int], int]] = {
 }
 
 
-@dataclass(frozen=True)
-class GridExpr:
+class GridExpr(Frozen):
     """A grid entry computed from the bound dynamic dims, as a tree that can be written down."""
 
+    __slots__ = ("tree",)
     tree: Any
+
+    def __init__(self, tree: Any) -> None:
+        _set(self, "tree", tree)
 
     @classmethod
     def checked(cls, tree: Any) -> GridExpr:
@@ -82,10 +86,11 @@ def _evaluate(tree: Any, dims: Mapping[str, int]) -> int:
     return GRID_OPS[op](_evaluate(rest[0], dims), _evaluate(rest[1], dims))
 
 
-@dataclass(frozen=True)
-class KernelRecord:
+class KernelRecord(Frozen):
     """Everything but the cubin that rebuilding a RuntimeKernel takes."""
 
+    __slots__ = ("name", "entry", "arch", "source", "cubin_key", "params", "grid", "block", "smem",
+                 "cluster", "outputs", "span", "spans")
     name: str  # the kernel's name in messages (the checker's `kernel`)
     entry: str  # the CUDA entry function
     arch: str
@@ -99,6 +104,26 @@ class KernelRecord:
     outputs: tuple[str, ...]  # tensor params the checker allocates and returns
     span: Span | None
     spans: Mapping[str, Span]
+
+    def __init__(
+        self,
+        name: str,
+        entry: str,
+        arch: str,
+        source: str,
+        cubin_key: str,
+        params: tuple[Param, ...],
+        grid: tuple[int | GridExpr, ...],
+        block: tuple[int, ...],
+        smem: int,
+        cluster: tuple[int, ...] | None,
+        outputs: tuple[str, ...],
+        span: Span | None,
+        spans: Mapping[str, Span],
+    ) -> None:
+        for field, value in zip(self.__slots__, (name, entry, arch, source, cubin_key, params,
+                                                 grid, block, smem, cluster, outputs, span, spans)):
+            _set(self, field, value)
 
     @classmethod
     def of(cls, kernel: RuntimeKernel, grid: tuple[int | GridExpr, ...]) -> KernelRecord:
@@ -149,7 +174,7 @@ class KernelRecord:
 
     def to_json(self) -> dict:
         return {
-            **asdict(self),
+            **self.as_dict(),
             "params": [_param_json(p) for p in self.params],
             "grid": [e.tree if isinstance(e, GridExpr) else e for e in self.grid],
             "span": _span_json(self.span),

@@ -18,26 +18,48 @@ Two sources, in order of preference:
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
-from dataclasses import asdict, dataclass
+
+from .._frozen import Frozen, _set
 
 _EIATTR_SPILL_INSTRS = 0x55  # observed: (1, offset) per spill LDL/STL; absent without spills
 
 
-@dataclass(frozen=True)
-class Resources:
+class Resources(Frozen):
     """Resources of one compiled kernel, per thread unless the name says otherwise."""
 
+    __slots__ = ("registers", "stack_frame_bytes", "spill_stores", "spill_loads",
+                 "shared_memory_bytes", "barriers", "constant_memory_bytes", "spill_instructions",
+                 "source")
     registers: int
-    stack_frame_bytes: int = 0
-    spill_stores: int | None = 0
-    spill_loads: int | None = 0
-    shared_memory_bytes: int = 0
-    barriers: int | None = None
-    constant_memory_bytes: int | None = None
-    spill_instructions: int | None = None
-    source: str = "ptxas"
+    stack_frame_bytes: int
+    spill_stores: int | None
+    spill_loads: int | None
+    shared_memory_bytes: int
+    barriers: int | None
+    constant_memory_bytes: int | None
+    spill_instructions: int | None
+    source: str
+
+    def __init__(
+        self,
+        registers: int,
+        stack_frame_bytes: int = 0,
+        spill_stores: int | None = 0,
+        spill_loads: int | None = 0,
+        shared_memory_bytes: int = 0,
+        barriers: int | None = None,
+        constant_memory_bytes: int | None = None,
+        spill_instructions: int | None = None,
+        source: str = "ptxas",
+    ) -> None:
+        for field, value in zip(self.__slots__, (
+            registers, stack_frame_bytes, spill_stores, spill_loads, shared_memory_bytes,
+            barriers, constant_memory_bytes, spill_instructions, source,
+        )):
+            _set(self, field, value)
 
     @property
     def spill_bytes(self) -> int | None:
@@ -54,48 +76,55 @@ class Resources:
         return bool(self.spill_instructions)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return self.as_dict()
 
     @classmethod
     def from_json(cls, data: dict) -> Resources:
         return cls(**data)
 
 
-_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
-_PROPS = re.compile(r"Function properties for (\S+)")
-_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers")
-_BARRIERS = re.compile(r"used (\d+) barriers")
-_SMEM = re.compile(r"(\d+) bytes smem")
-_CMEM = re.compile(r"(\d+) bytes cmem\[0\]")
+# the ptxas report's lines (compiled on first use: a jit-cache hit parses no log)
+_ENTRY = r"Compiling entry function '([^']+)' for '(\w+)'"
+_PROPS = r"Function properties for (\S+)"
+_FRAME = r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
+_USED = r"Used (\d+) registers"
+_BARRIERS = r"used (\d+) barriers"
+_SMEM = r"(\d+) bytes smem"
+_CMEM = r"(\d+) bytes cmem\[0\]"
 
 
 def parse_ptxas_log(log: str) -> dict[str, Resources]:
     """Resources of every entry function reported in a ptxas `-v` log, keyed by (mangled) name."""
+    entry_re, props_re, frame_re, used_re, barriers_re, smem_re, cmem_re = _patterns()
     out: dict[str, Resources] = {}
     entry: str | None = None
     props_for: str | None = None
     frame: tuple[int, int, int] = (0, 0, 0)
     for line in log.splitlines():
-        if m := _ENTRY.search(line):
+        if m := entry_re.search(line):
             entry, props_for, frame = m.group(1), None, (0, 0, 0)
-        elif m := _PROPS.search(line):
+        elif m := props_re.search(line):
             props_for = m.group(1)
-        elif (m := _FRAME.search(line)) and props_for == entry:
+        elif (m := frame_re.search(line)) and props_for == entry:
             frame = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        elif (m := _USED.search(line)) and entry is not None:
+        elif (m := used_re.search(line)) and entry is not None:
             out[entry] = Resources(
                 registers=int(m.group(1)),
                 stack_frame_bytes=frame[0],
                 spill_stores=frame[1],
                 spill_loads=frame[2],
-                shared_memory_bytes=_int(_SMEM, line) or 0,
-                barriers=_int(_BARRIERS, line),
-                constant_memory_bytes=_int(_CMEM, line),
+                shared_memory_bytes=_int(smem_re, line) or 0,
+                barriers=_int(barriers_re, line),
+                constant_memory_bytes=_int(cmem_re, line),
                 source="ptxas",
             )
             entry = None
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _patterns() -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in (_ENTRY, _PROPS, _FRAME, _USED, _BARRIERS, _SMEM, _CMEM))
 
 
 def _int(pat: re.Pattern[str], line: str) -> int | None:
