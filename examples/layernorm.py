@@ -16,11 +16,12 @@ import tilecraft.language as T
 
 
 def pick_config(M: int, N: int) -> tuple[int, int]:
-    """(BLOCK_M, threads): rows of up to 4096 as 16384 / N rows (at least 4, at most the
-    largest power of two <= M) on 128 threads; wider rows one at a time on N / 32 threads."""
+    """(BLOCK_M, threads): rows of up to 4096 as 4096 / N rows (at least 4, at most the largest
+    power of two <= M) on 128 threads; wider rows one at a time on 256 threads (fastest in
+    benchmarks/memory_bound.py --sweep on the H100)."""
     if N > 4096:
-        return 1, min(1024, max(128, N // 32 // 32 * 32))
-    rows = max(4, 16384 // N)
+        return 1, 256
+    rows = max(4, 4096 // N)
     return max(1, min(rows, 1 << (max(M, 1).bit_length() - 1))), 128
 
 

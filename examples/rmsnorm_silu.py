@@ -27,11 +27,11 @@ def pick_block_c(C: int) -> int:
 
 
 def pick_config(M: int, C: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_C, threads): whole rows of about 32 values per thread when C is a
-    multiple of 256 up to 16384 (8192 / C rows on 256 threads, sharing one read of gamma; one
-    row on C / 32 threads), else 16 rows of pick_block_c(C) channels on 128 threads."""
+    """(BLOCK_M, BLOCK_C, threads): whole rows when C is a multiple of 256 up to 16384, 4096 / C
+    rows on C / 16 threads (128 to 1024; fastest in benchmarks/memory_bound.py --sweep on the
+    H100), else 16 rows of pick_block_c(C) channels on 128 threads."""
     if C % 256 == 0 and C <= 16384:
-        return max(1, min(M, 8192 // C)), C, max(256, C // 32)
+        return max(1, min(M, 4096 // C)), C, max(128, min(1024, C // 16))
     return 16, pick_block_c(C), 128
 
 
