@@ -222,7 +222,7 @@ class JITKernel:
         fast = self._fast
         if fast is not None and not _interpret_forced():
             out = fast(args, None)  # arguments of a signature the checker accepted before
-            if out is not fast.MISS:
+            if out is not NotImplemented:  # runtime/fast_call.py's MISS
                 return out
         if self._on_interpreter(args):
             return self._interpret(list(args))

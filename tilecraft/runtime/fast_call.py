@@ -23,7 +23,7 @@ refuses; data pointers are read at every call, never remembered.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .arg_values import BadScalar, scalar_value
@@ -31,7 +31,8 @@ from .args import ArgChecker, BoundArgs
 from .launch import DirectLaunch, Launcher, current_stream
 from .tensor_map import TensorMapError
 
-MISS: Any = object()  # the fast path does not know this call: run the checker
+#: "not known here: run the checker", as Python's binary operators say "ask the other operand"
+MISS: Any = NotImplemented
 _MAX_SIGNATURES = 256  # remembered per kernel (each new shape of a dynamic dim is one)
 
 
@@ -49,13 +50,12 @@ class _Accepted:
     """What a remembered signature implies: where to launch, how, and the per-signature
     values (dim-bound scalars, output shapes, tensor-map shapes)."""
 
-    __slots__ = ("fixed", "grid", "launch", "maps", "outputs", "pointer_slots")
+    __slots__ = ("fixed", "grid", "launch", "maps", "outputs")
 
     def __init__(self, launch: DirectLaunch | None, grid: tuple[int, int, int] | None,
-                 pointer_slots: tuple, fixed: tuple, outputs: tuple, maps: tuple):
+                 fixed: tuple, outputs: tuple, maps: tuple):
         self.launch = launch  # None: an empty grid, nothing to launch
         self.grid = grid
-        self.pointer_slots = pointer_slots  # the caller's tensors', then the outputs' slots
         self.fixed = fixed  # ((slot, value), ...) of the dim-bound scalars
         self.outputs = outputs  # ((shape, dtype, torch device), ...)
         self.maps = maps  # ((map parameter index, pointer index, shape, encoder), ...)
@@ -63,8 +63,6 @@ class _Accepted:
 
 class FastCall:
     """The remembered signatures of one kernel and the call that uses them."""
-
-    MISS = MISS
 
     def __init__(self, checker: ArgChecker, launcher: Launcher, smem: int):
         self._checker = checker
@@ -74,16 +72,17 @@ class FastCall:
         plans = checker._tensors
         self._positions = tuple(t.arg for t in plans)
         block = launcher.params
-        # (argument position, required alignment or 0) per caller tensor
-        self._tensors = tuple((t.arg, t.align) for t in plans)
-        self._tensor_slots = tuple(block.slot(t.slot) for t in plans)
+        # (index among the caller's tensors, required alignment) where one is required
+        self._aligned = tuple((k, t.align) for k, t in enumerate(plans) if t.align)
         self._scalars = tuple((arg, block.slot(s), p.kind) for s, p, arg in checker._scalars
                               if arg is not None)
-        self._slot_of = {t.slot: k for k, t in enumerate(plans)}
+        self._slot_of = {t.slot: k for k, t in enumerate(plans)}  # parameter -> pointer index
         n = len(plans)
         self._slot_of.update({s: n + k for k, (s, _, _) in enumerate(checker._outputs)})
         self._entries: dict[tuple, _Accepted] = {}
-        self._empty = checker._empty
+        self.source = ""
+        #: call(args, stream): what the kernel returns, or MISS
+        self.call = self._make_call()
 
     def remember(self, args: Sequence[Any], bound: BoundArgs,
                  grid: tuple[int, int, int] | None) -> None:
@@ -107,64 +106,79 @@ class FastCall:
         where = checker._device(bound.device, args)
         outputs = tuple((tuple(out.shape), dtype, where)
                         for (_, _, dtype), out in zip(checker._outputs, bound.outputs))
-        pointer_slots = self._tensor_slots + tuple(block.slot(s) for s, _, _ in checker._outputs)
         maps = tuple((slot, self._slot_of[tensor_slot],
                       tuple(d if isinstance(d, int) else bound.dims[d] for d in tensor.shape),
                       encoder)
                      for slot, tensor_slot, tensor, encoder in checker._maps)
         if len(self._entries) >= _MAX_SIGNATURES:
             self._entries.clear()
-        self._entries[key] = _Accepted(launch, grid, pointer_slots, fixed, outputs, maps)
+        self._entries[key] = _Accepted(launch, grid, fixed, outputs, maps)
 
-    def __call__(self, args: Sequence[Any], stream: int | None) -> Any:
-        """Launch `args` if their signature is known (`stream`: a raw handle, None for torch's
-        current stream); else MISS, having launched nothing and returned nothing."""
-        if len(args) != self._nargs:
-            return MISS
-        try:
-            entry = self._entries.get(signature(args, self._positions))
-        except (AttributeError, TypeError):
-            return MISS
-        if entry is None:
-            return MISS
-        pointers = []
-        for arg, align in self._tensors:
-            p = args[arg].data_ptr()
-            if align and p % align:
-                return MISS
-            pointers.append(p)
-        scalars = []
-        for arg, slot, kind in self._scalars:
-            try:
-                scalars.append((slot, scalar_value(kind, args[arg])))
-            except BadScalar:
-                return MISS
-        outputs = []
-        if entry.outputs:
-            empty = self._empty
-            for shape, dtype, where in entry.outputs:
-                out = empty(shape, dtype=dtype, device=where)
-                outputs.append(out)
-                pointers.append(out.data_ptr())
-        launch = entry.launch
-        if launch is not None:
-            if stream is None:
-                stream = current_stream(launch.device)
-            with launch.lock:
-                for slot, p in zip(entry.pointer_slots, pointers):
-                    slot.value = p
-                for slot, v in scalars:
-                    slot.value = v
-                for slot, v in entry.fixed:
-                    slot.value = v
-                if entry.maps and not _maps_held(entry, pointers, launch.block):
-                    return MISS
-                launch(entry.grid, stream)
-        elif entry.maps and not _maps_encode(entry, pointers):
-            return MISS
-        if not outputs:
-            return None
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    def _make_call(self) -> Callable[[Sequence[Any], int | None], Any]:
+        """The call as straight-line Python written for this parameter list (`self.source`):
+        a loop over the parameters would cost a third more than the work itself."""
+        checker = self._checker
+        block = self._launcher.params
+        n = len(self._positions)
+        tensors = [f"t{k}" for k in range(n)]
+        outs = [f"o{k}" for k in range(len(checker._outputs))]
+        pointers = [f"p{k}" for k in range(n + len(outs))]
+        env: dict[str, Any] = {"MISS": MISS, "entries": self._entries, "empty": checker._empty,
+                               "current_stream": current_stream, "scalar_value": scalar_value,
+                               "BadScalar": BadScalar, "maps_held": _maps_held,
+                               "maps_encode": _maps_encode}
+        sig = ", ".join(f"type({t}), {t}.dtype, {t}.shape, {t}.stride(), {t}.device"
+                        for t in tensors)
+        lines = [
+            "def call(args, stream):",
+            f"    if len(args) != {self._nargs}:",
+            "        return MISS",
+            "    try:",
+            *[f"        {t} = args[{i}]" for t, i in zip(tensors, self._positions)],
+            f"        entry = entries.get(({sig},))",
+            "    except (AttributeError, TypeError):  # not a tensor",
+            "        return MISS",
+            "    if entry is None:",
+            "        return MISS",
+            *[f"    p{k} = {t}.data_ptr()" for k, t in enumerate(tensors)],
+            *[f"    if p{k} % {align}:\n        return MISS" for k, align in self._aligned],
+        ]
+        writes = [f"            s{k}.value = {p}" for k, p in enumerate(pointers)]
+        env.update({f"s{k}": block.slot(t.slot) for k, t in enumerate(checker._tensors)})
+        env.update({f"s{n + k}": block.slot(s) for k, (s, _, _) in enumerate(checker._outputs)})
+        if self._scalars:
+            lines.append("    try:")
+            for k, (arg, slot, kind) in enumerate(self._scalars):
+                lines.append(f"        v{k} = scalar_value({kind!r}, args[{arg}])")
+                writes.append(f"            c{k}.value = v{k}")
+                env[f"c{k}"] = slot
+            lines += ["    except BadScalar:", "        return MISS"]
+        for k, o in enumerate(outs):
+            lines += [f"    shape, dtype, where = entry.outputs[{k}]",
+                      f"    {o} = empty(shape, dtype=dtype, device=where)",
+                      f"    p{n + k} = {o}.data_ptr()"]
+        if any(arg is None for _, _, arg in checker._scalars):
+            writes += ["            for slot, v in entry.fixed:", "                slot.value = v"]
+        listed = f"({', '.join(pointers)},)"
+        if checker._maps:
+            writes += [f"            if not maps_held(entry, {listed}, launch.block):",
+                       "                return MISS"]
+        lines += [
+            "    launch = entry.launch",
+            "    if launch is not None:",
+            "        if stream is None:",
+            "            stream = current_stream(launch.device)",
+            "        with launch.lock:",
+            *writes,
+            "            launch(entry.grid, stream)",
+        ]
+        if checker._maps:
+            lines += [f"    elif not maps_encode(entry, {listed}):", "        return MISS"]
+        lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}"
+                     if outs else "    return None")
+        self.source = "\n".join(lines) + "\n"
+        exec(compile(self.source, f"<tilecraft fast call of {checker.kernel}>", "exec"), env)
+        return env["call"]
 
 
 def _maps_held(entry: _Accepted, pointers: list[int], block: Any) -> bool:

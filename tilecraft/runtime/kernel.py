@@ -20,7 +20,7 @@ The block is checked once, when the kernel is made (TC310).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .args import ArgChecker, BoundArgs
@@ -119,16 +119,16 @@ class RuntimeKernel:
         there is one, else a tuple."""
         fast = self._fast
         if fast is not None and (stream is None or _is_stream(stream)):
-            out = fast(args, None if stream is None else _stream_handle(stream))
+            out = fast.call(args, None if stream is None else _stream_handle(stream))
             if out is not MISS:
                 return out
         return self.launch(*args, stream=stream)
 
     @property
-    def fast_call(self) -> FastCall | None:
+    def fast_call(self) -> Callable[[Sequence[object], int | None], Any] | None:
         """`fast_call(args, stream)`: `self(*args)` when the arguments' signature was accepted
-        before, else `FastCall.MISS` (fast_call.py); None before the first ctypes launch."""
-        return self._fast
+        before, else NotImplemented (fast_call.py); None before the first ctypes launch."""
+        return None if self._fast is None else self._fast.call
 
     def launch(
         self,
