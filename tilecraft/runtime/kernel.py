@@ -11,11 +11,14 @@ kernel.resources.registers        # from ptxas (see resources.py)
 Nothing touches the GPU until the first call; compiling and argument checking work on a machine
 without one (a launch there raises CudaUnavailableError).
 
-A call does, in Python: one pass of the kernel's `ArgChecker` (args.py), the grid (precomputed
-when it does not depend on dynamic dims) checked against CUDA's limits (limits.py: an empty grid
-launches nothing, a negative or oversized one is TC309), torch's current stream by one direct
-call, and `Launcher.launch` (launch.py), which writes the values into a prebuilt parameter block.
-The block is checked once, when the kernel is made (TC310).
+A first call with arguments of a new signature does, in Python: one pass of the kernel's
+`ArgChecker` (args.py), the grid (precomputed when it does not depend on dynamic dims) checked
+against CUDA's limits (limits.py: an empty grid launches nothing, a negative or oversized one is
+TC309), torch's current stream by one direct call, and `Launcher.launch` (launch.py), which writes
+the values into a prebuilt parameter block. The block is checked once, when the kernel is made
+(TC310). Later calls with that signature (per tensor: dtype, shape, strides, device) take the fast
+path (fast_call.py): data pointers, scalars, outputs and one cuLaunchKernel, about 2-3 us of
+Python; anything it does not know goes back to the checker, so errors are the checker's.
 """
 
 from __future__ import annotations
