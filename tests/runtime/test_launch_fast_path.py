@@ -239,3 +239,28 @@ def test_jit_kernel_errors_after_the_fast_path_point_at_the_parameter(libcuda, m
     a, b = torch.ones(256), torch.zeros(256)
     kernel(a, b)
     assert b[0] == 2.0 and len(libcuda.launches) == 3
+
+
+def test_a_kernel_without_tensor_arguments_always_asks_the_checker(libcuda):
+    from tilecraft.runtime.fast_call import MISS, FastCall
+
+    params = (ScalarParam("n", "int32"),)
+    kernel, _ = make_kernel(libcuda, params, grid=(1,))
+    fast = FastCall(kernel.checker, kernel._launcher, 0)
+    assert fast.call((5,), None) is MISS
+
+
+def test_a_tensor_changed_in_place_after_good_calls_is_checked_again(libcuda):
+    kernel, _ = make_kernel(libcuda)
+    x, y, alpha = good()
+    kernel(x, y, alpha)
+    kernel(x, y, alpha)
+    y.resize_(300, 5)
+    with pytest.raises(LaunchArgumentError) as info:
+        kernel(x, y, alpha)
+    assert info.value.code == "TC302" and info.value.line == SPAN.line
+    x.set_(torch.zeros(301)[1:].untyped_storage(), 1, (300,), (1,))  # now 4 bytes off 16
+    with pytest.raises(LaunchArgumentError) as info:
+        kernel(x, on_cuda(torch.zeros(300, 4)), alpha)
+    assert info.value.code == "TC308"
+    assert len(libcuda.launches) == 2

@@ -11,8 +11,9 @@ the tensor maps' shapes. A later call with a known signature reads each tensor's
 block's slots and calls cuLaunchKernel once:
 
     fast = FastCall(checker, launcher, smem)
-    out = fast(args, stream)          # MISS, or what the kernel returns (outputs or None)
+    out = fast.call(args, stream)     # MISS, or what the kernel returns (outputs or None)
     fast.remember(args, bound, grid)  # after the checker accepted `args` and the launch went out
+    print(fast.source)                # the call, written for this kernel's parameters
 
 Anything unusual is a miss (`MISS`), never an error: an unknown signature, something that is
 not a tensor, a misaligned pointer, a scalar the checker would refuse, a tensor map that does
@@ -38,7 +39,7 @@ _MAX_SIGNATURES = 256  # remembered per kernel (each new shape of a dynamic dim 
 
 def signature(args: Sequence[Any], positions: tuple[int, ...]) -> tuple:
     """Per tensor argument at `positions`: type, dtype, shape, strides, device (flat).
-    Raises AttributeError or TypeError for something that is not a tensor."""
+    Raises (AttributeError, TypeError, torch's RuntimeError) for what is not a dense tensor."""
     sig: list[Any] = []
     for i in positions:
         x = args[i]
@@ -97,7 +98,7 @@ class FastCall:
                 return
         try:
             key = signature(args, self._positions)
-        except (AttributeError, TypeError):
+        except Exception:  # noqa: BLE001 - what the call would miss on: nothing to remember
             return
         checker = self._checker
         block = self._launcher.params
@@ -127,6 +128,10 @@ class FastCall:
                                "current_stream": current_stream, "scalar_value": scalar_value,
                                "BadScalar": BadScalar, "maps_held": _maps_held,
                                "maps_encode": _maps_encode}
+        if not tensors:  # no tensor says where the call runs: always the checker
+            self.source = "def call(args, stream):\n    return MISS\n"
+            exec(self.source, env)
+            return env["call"]
         sig = ", ".join(f"type({t}), {t}.dtype, {t}.shape, {t}.stride(), {t}.device"
                         for t in tensors)
         lines = [
@@ -136,7 +141,7 @@ class FastCall:
             "    try:",
             *[f"        {t} = args[{i}]" for t, i in zip(tensors, self._positions)],
             f"        entry = entries.get(({sig},))",
-            "    except (AttributeError, TypeError):  # not a tensor",
+            "    except Exception:  # not a tensor, or one without strides: the checker says",
             "        return MISS",
             "    if entry is None:",
             "        return MISS",
