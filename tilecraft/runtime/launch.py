@@ -5,6 +5,8 @@ c_int32/c_int64/c_float/... for scalars) and the `void*[]` array of their addres
 cuLaunchKernelEx reads. A launch writes the new values into the slots and passes the array's
 address; the driver copies the values at launch time, so the block is reused immediately.
 The `CUlaunchConfig` (with the cluster attribute, when there is one) is also built once.
+`DirectLaunch` is the fast path's launch (fast_call.py): one untyped ctypes cuLaunchKernel with
+the function handle and parameter array prebuilt, made once a ctypes launch loaded the function.
 """
 
 from __future__ import annotations
