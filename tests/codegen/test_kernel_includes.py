@@ -4,6 +4,8 @@ given: cuda_fp8.h alone is about 15 ms of a compile), and what it includes is en
 import re
 from pathlib import Path
 
+import pytest
+
 import tilecraft.language as T
 from tilecraft.codegen.cuda.build import ALWAYS, HEADERS, USED_WHEN, generate_cuda, include_lines
 from tilecraft.runtime import compile_cuda
@@ -33,6 +35,29 @@ def test_a_kernel_without_fp8_does_not_parse_cuda_fp8():
     assert set(_included(source)) >= set(ALWAYS)
     assert not {"mma", "wgmma", "tma", "reduce", "scan", "debug"} & set(_included(source))
     compile_cuda(source, "sm_90a", name="copy_kernel", use_cache=False)
+
+
+def test_a_kernel_without_bf16_does_not_parse_cuda_bf16():
+    source = generate_cuda(_copy_kernel("float16"), "sm_80").source
+    head = source.split("\n\n")[0]
+    assert "#define TC_NO_BF16" in head and head.index("TC_NO_BF16") < head.index("#include")
+    compile_cuda(source, "sm_80", name="copy_kernel", use_cache=False)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e5m2"])
+def test_a_bf16_or_fp8_kernel_keeps_cuda_bf16_and_compiles(dtype):
+    source = generate_cuda(_copy_kernel(dtype), "sm_90a").source
+    assert "TC_NO_BF16" not in source
+    compile_cuda(source, "sm_90a", name="copy_kernel", use_cache=False)
+
+
+def test_every_header_compiles_without_bf16_and_fp8():
+    """No header names a bf16 or fp8 type outside its #ifndef: with both left out, all of the
+    library compiles together."""
+    includes = "\n".join(f'#include "tilecraft/{h}.cuh"' for h in HEADERS)
+    source = (f"#define TC_NO_FP8\n#define TC_NO_BF16\n{includes}\n"
+              'extern "C" __global__ void k(float* x) { x[threadIdx.x] = tc::cast<float>(1); }\n')
+    compile_cuda(source, "sm_90a", name="k", use_cache=False)
 
 
 def test_an_fp8_kernel_includes_fp8_and_compiles():

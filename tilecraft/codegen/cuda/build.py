@@ -48,13 +48,21 @@ USED_WHEN = {
 }
 
 
+#: a kernel that names no bf16 type or function defines TC_NO_BF16: common.cuh then leaves out
+#: cuda_bf16.h (4-7 ms of NVRTC) and the library its bf16 overloads (cuda_fp8.h includes it anyway)
+USES_BF16 = re.compile(r"bfloat16|\bbf16")
+
+
 def include_lines(code: str) -> str:
     """The #include lines of a kernel whose helpers, signature and body are `code`: the headers
-    it uses (see USED_WHEN), in HEADERS order, after `#define TC_NO_FP8` when it uses no fp8."""
+    it uses (see USED_WHEN), in HEADERS order, after `#define TC_NO_FP8` when it uses no fp8 and
+    `#define TC_NO_BF16` when it uses no bf16."""
     used = [h for h in HEADERS if h in ALWAYS or (h in USED_WHEN and USED_WHEN[h].search(code))]
     lines = [f'#include "tilecraft/{h}.cuh"' for h in used]
     if "fp8" not in used:
         lines.insert(0, "#define TC_NO_FP8  // cuda_fp8.h is not parsed")
+        if not USES_BF16.search(code):
+            lines.insert(1, "#define TC_NO_BF16  // cuda_bf16.h is not parsed")
     return "\n".join(lines)
 
 

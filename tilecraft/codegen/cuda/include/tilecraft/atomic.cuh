@@ -11,7 +11,9 @@ namespace atomic_detail {
 
 // The value a comparison or a sum is computed on: float for the 8/16-bit float types.
 TC_DEVICE float num(__half x) { return __half2float(x); }
+#ifndef TC_NO_BF16
 TC_DEVICE float num(__nv_bfloat16 x) { return __bfloat162float(x); }
+#endif
 #ifndef TC_NO_FP8
 TC_DEVICE float num(__nv_fp8_e4m3 x) { return float(x); }
 TC_DEVICE float num(__nv_fp8_e5m2 x) { return float(x); }
@@ -93,12 +95,14 @@ TC_DEVICE long long atomic_add(long long* addr, long long v) {  // two's complem
 }
 TC_DEVICE __half atomic_add(__half* addr, __half v) { return atomicAdd(addr, v); }
 TC_DEVICE __half2 atomic_add(__half2* addr, __half2 v) { return atomicAdd(addr, v); }
+#ifndef TC_NO_BF16
 TC_DEVICE __nv_bfloat16 atomic_add(__nv_bfloat16* addr, __nv_bfloat16 v) {
   return atomicAdd(addr, v);
 }
 TC_DEVICE __nv_bfloat162 atomic_add(__nv_bfloat162* addr, __nv_bfloat162 v) {
   return atomicAdd(addr, v);
 }
+#endif
 
 // Float max/min via integer atomics: for non-negative floats the int order is the float order;
 // for negative floats the unsigned order is the reverse. NaN inputs are not ordered.

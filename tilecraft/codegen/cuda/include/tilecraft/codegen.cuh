@@ -10,9 +10,11 @@ namespace tc {
 TC_DEVICE u32 pack2(__half lo, __half hi) {
   return u32(__half_as_ushort(lo)) | (u32(__half_as_ushort(hi)) << 16);
 }
+#ifndef TC_NO_BF16
 TC_DEVICE u32 pack2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
   return u32(__bfloat16_as_ushort(lo)) | (u32(__bfloat16_as_ushort(hi)) << 16);
 }
+#endif
 
 // Block rasterization for L2 reuse (T.use_swizzle): a bijection of the (gx, gy) grid that walks
 // panels of `panel` rows (order 'row') or columns (order 'col') of blocks.

@@ -1,10 +1,13 @@
 // tilecraft device header library: common types, macros and conversions.
-// Included by every generated kernel. Needs only NVRTC plus cuda_fp16.h / cuda_bf16.h
-// (and cuda_fp8.h unless TC_NO_FP8 is defined) from the nvidia-cuda-runtime pip package.
+// Included by every generated kernel. Needs only NVRTC plus cuda_fp16.h, cuda_bf16.h unless
+// TC_NO_BF16 is defined and cuda_fp8.h unless TC_NO_FP8 is defined, from the nvidia-cuda-runtime
+// pip package (a kernel that names no bf16 / fp8 type defines them: NVRTC parses each header).
 #pragma once
 
 #include <cuda_fp16.h>
+#ifndef TC_NO_BF16
 #include <cuda_bf16.h>
+#endif
 #ifndef TC_NO_FP8
 #include <cuda_fp8.h>
 #endif
@@ -24,8 +27,10 @@ typedef long long i64;
 typedef unsigned long long u64;
 typedef __half f16;
 typedef __half2 f16x2;
+#ifndef TC_NO_BF16
 typedef __nv_bfloat16 bf16;
 typedef __nv_bfloat162 bf16x2;
+#endif
 
 static_assert(sizeof(u32) == 4 && sizeof(u64) == 8, "unexpected integer sizes");
 
@@ -61,7 +66,9 @@ TC_DEVICE u32 pack_bfloat2(float lo, float hi) {
 }
 
 TC_DEVICE float2 unpack_half2(u32 v) { return __half22float2(bit_cast<__half2>(v)); }
+#ifndef TC_NO_BF16
 TC_DEVICE float2 unpack_bfloat2(u32 v) { return __bfloat1622float2(bit_cast<__nv_bfloat162>(v)); }
+#endif
 
 // Scalar conversions used by generated code: tc::cast<To>(x).
 template <class To, class From>
@@ -72,12 +79,14 @@ template <> struct Cast<__half, float> {
 template <> struct Cast<float, __half> {
   TC_DEVICE static float run(__half x) { return __half2float(x); }
 };
+#ifndef TC_NO_BF16
 template <> struct Cast<__nv_bfloat16, float> {
   TC_DEVICE static __nv_bfloat16 run(float x) { return __float2bfloat16_rn(x); }
 };
 template <> struct Cast<float, __nv_bfloat16> {
   TC_DEVICE static float run(__nv_bfloat16 x) { return __bfloat162float(x); }
 };
+#endif
 // Float -> integer: truncate toward zero, saturate to the type's range, NaN -> 0. PTX cvt.rzi
 // saturates; its NaN result is 0 only from f32 to a 32-bit type (1 << (bits - 1) from f64 or to a
 // 64-bit type: tested explicitly there). A plain C++ cast to an 8/16-bit type wraps instead (and
@@ -117,7 +126,9 @@ template <class To> struct CastViaFloat {
   TC_F2I(unsigned char, F, CastViaFloat<unsigned char>::run(x))                                \
   TC_F2I(unsigned short, F, CastViaFloat<unsigned short>::run(x))
 TC_F2I_VIA_FLOAT(__half)
+#ifndef TC_NO_BF16
 TC_F2I_VIA_FLOAT(__nv_bfloat16)
+#endif
 #ifndef TC_NO_FP8
 TC_F2I_VIA_FLOAT(__nv_fp8_e4m3)
 TC_F2I_VIA_FLOAT(__nv_fp8_e5m2)

@@ -9,7 +9,9 @@ namespace tc {
 TC_DEVICE double dbg(float x) { return x; }
 TC_DEVICE double dbg(double x) { return x; }
 TC_DEVICE double dbg(__half x) { return __half2float(x); }
+#ifndef TC_NO_BF16
 TC_DEVICE double dbg(__nv_bfloat16 x) { return __bfloat162float(x); }
+#endif
 #ifndef TC_NO_FP8
 TC_DEVICE double dbg(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
 TC_DEVICE double dbg(__nv_fp8_e5m2 x) { return static_cast<float>(x); }

@@ -57,9 +57,11 @@ template <> TC_DEVICE double infinity<double>() {
   return __longlong_as_double(0x7ff0000000000000ll);
 }
 template <> TC_DEVICE __half infinity<__half>() { return __ushort_as_half(0x7c00); }
+#ifndef TC_NO_BF16
 template <> TC_DEVICE __nv_bfloat16 infinity<__nv_bfloat16>() {
   return __ushort_as_bfloat16(0x7f80);
 }
+#endif
 
 
 // ---- Arithmetic with the language's semantics (docs/language.md, "Semantics") ------------------
@@ -180,12 +182,14 @@ template <> TC_DEVICE __half floordiv<__half>(__half a, __half b) {
 template <> TC_DEVICE __half floormod<__half>(__half a, __half b) {
   return __float2half_rn(floormod<float>(__half2float(a), __half2float(b)));
 }
+#ifndef TC_NO_BF16
 template <> TC_DEVICE __nv_bfloat16 floordiv<__nv_bfloat16>(__nv_bfloat16 a, __nv_bfloat16 b) {
   return __float2bfloat16_rn(floordiv<float>(__bfloat162float(a), __bfloat162float(b)));
 }
 template <> TC_DEVICE __nv_bfloat16 floormod<__nv_bfloat16>(__nv_bfloat16 a, __nv_bfloat16 b) {
   return __float2bfloat16_rn(floormod<float>(__bfloat162float(a), __bfloat162float(b)));
 }
+#endif
 
 // T.max / T.min and reduce_max/min: NaN-propagating (numpy.maximum, torch.maximum): if either
 // operand is NaN the result is NaN. One instruction on sm_80+ (max.NaN / min.NaN).
@@ -231,12 +235,14 @@ template <> TC_DEVICE double minimum<double>(double a, double b) {
 }
 template <> TC_DEVICE __half maximum<__half>(__half a, __half b) { return __hmax_nan(a, b); }
 template <> TC_DEVICE __half minimum<__half>(__half a, __half b) { return __hmin_nan(a, b); }
+#ifndef TC_NO_BF16
 template <> TC_DEVICE __nv_bfloat16 maximum<__nv_bfloat16>(__nv_bfloat16 a, __nv_bfloat16 b) {
   return __hmax_nan(a, b);
 }
 template <> TC_DEVICE __nv_bfloat16 minimum<__nv_bfloat16>(__nv_bfloat16 a, __nv_bfloat16 b) {
   return __hmin_nan(a, b);
 }
+#endif
 
 // The identities of reduce_max / reduce_min: the type's lowest / highest value (-inf / +inf).
 template <class T> TC_DEVICE T lowest() { return IntTraits<T>::lowest(); }
