@@ -165,9 +165,15 @@ class FastCall:
         if any(arg is None for _, _, arg in checker._scalars):
             writes += ["            for slot, v in entry.fixed:", "                slot.value = v"]
         listed = f"({', '.join(pointers)},)"
-        if checker._maps:
-            writes += [f"            if not maps_held(entry, {listed}, launch.block):",
-                       "                return MISS"]
+        if checker._maps:  # the maps' bytes are in the block already unless an address moved
+            env["held"] = block.map_held
+            unchanged = " and ".join(
+                f"held.get({slot}) == ({pointers[self._slot_of[src]]}, maps[{k}][2])"
+                for k, (slot, src, _, _) in enumerate(checker._maps))
+            writes += ["            maps = entry.maps",
+                       f"            if not ({unchanged}):",
+                       f"                if not maps_held(entry, {listed}, launch.block):",
+                       "                    return MISS"]
         lines += [
             "    launch = entry.launch",
             "    if launch is not None:",
