@@ -42,6 +42,8 @@ def test_a_kernel_without_bf16_does_not_parse_cuda_bf16():
     head = source.split("\n\n")[0]
     assert "#define TC_NO_BF16" in head and head.index("TC_NO_BF16") < head.index("#include")
     compile_cuda(source, "sm_80", name="copy_kernel", use_cache=False)
+    for code in ("__nv_bfloat16 x;", "float2 f = tc::unpack_bfloat2(r);", "tc::bf16 y;"):
+        assert "TC_NO_BF16" not in include_lines(code), code
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e5m2"])

@@ -50,7 +50,7 @@ USED_WHEN = {
 
 #: a kernel that names no bf16 type or function defines TC_NO_BF16: common.cuh then leaves out
 #: cuda_bf16.h (4-7 ms of NVRTC) and the library its bf16 overloads (cuda_fp8.h includes it anyway)
-USES_BF16 = re.compile(r"bfloat16|\bbf16")
+USES_BF16 = re.compile(r"bfloat|\bbf16")
 
 
 def include_lines(code: str) -> str:
