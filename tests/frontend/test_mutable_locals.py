@@ -329,6 +329,41 @@ def test_accumulating_in_a_serial_loop_inside_parallel_is_tc116():
     assert raises(build, "TC116").line == err_line(build)
 
 
+@pytest.mark.parametrize("alloc", ["var", "local", "fragment", "shared"])
+def test_an_allocation_inside_a_parallel_body_is_tc121(alloc):
+    """The interpreter gave every element the last element's `T.alloc_var(init=A[i])` (31 for
+    all 64), the GPU each element its own: one buffer in a per-element body is refused."""
+    make = {"var": lambda: T.alloc_var("float32", init=0.0),
+            "local": lambda: T.alloc_local((1,), "float32"),
+            "fragment": lambda: T.alloc_fragment((1,), "float32"),
+            "shared": lambda: T.alloc_shared((1,), "float32")}[alloc]
+
+    def build():
+        @T.prim_func
+        def k(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                for i in T.Parallel(64):
+                    v = make()  # ERR
+                    B[i] = A[i]
+
+    e = raises(build, "TC121")
+    assert e.line == err_line(build) and "`v`" in e.message and "before the T.Parallel" in e.hint
+
+
+def test_an_allocation_beside_a_parallel_loop_is_fine():
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                B[i] = A[i]
+            v = T.alloc_var("float32", init=A[3])
+            B[0] = v
+
+    a, b = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    run(k, a, b)
+    assert b[0] == 3 and b[5] == 5
+
+
 def test_per_element_if_else_definitions_in_parallel_suggest_if_then_else():
     def build():
         @T.prim_func

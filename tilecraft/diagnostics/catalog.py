@@ -61,6 +61,11 @@ _ENTRIES = [
     Diagnostic("TC120", "assertion failed while building the kernel{msg}",
                "this `assert` reads only Python values, so it is checked when the kernel is "
                "built; an `assert` on device values becomes T.device_assert"),
+    Diagnostic("TC121", "`{what}` inside T.Parallel: the body runs once per element, and "
+               "`{name}` would be one buffer shared by every element",
+               "allocate it before the T.Parallel loop (a fragment indexed by the loop variables "
+               "holds one value per element), or bind a per-element value to a plain name "
+               "(`v = A[i] * 2`)"),
     # shapes and types (TC2xx)
     Diagnostic("TC201", "slice of `{buffer}` is out of bounds: {detail}",
                "buffer `{buffer}` has shape {shape}"),

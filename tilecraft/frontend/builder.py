@@ -26,6 +26,7 @@ class Builder:
     kernel: "KernelFrameInfo | None" = None
     names: dict[str, int] = field(default_factory=dict)
     pending_name: str | None = None
+    parallel_depth: int = 0  # T.Parallel bodies being built around the current statement
 
     def emit(self, stmt: Stmt) -> None:
         """Append `stmt` to the innermost block, stamped with the current user line."""

@@ -124,6 +124,7 @@ class LoopStatements:
             self.make_mutable(s.body)
         self.scopes.append(Scope("parallel" if frame.kind == "parallel" else "device"))
         self.loops.append(LoopContext(frame.kind, len(self.scopes)))
+        self.builder.parallel_depth += frame.kind == "parallel"
         try:
             vars_ = tuple(Var.create(self.builder.unique_name(n), "int32", self.span(s.target))
                           for n in names)
@@ -144,6 +145,7 @@ class LoopStatements:
                     self.bind(n, v)
                 body = self.block(s.body, new_scope=False)
         finally:
+            self.builder.parallel_depth -= frame.kind == "parallel"
             self.loops.pop()
             self.scopes.pop()
         if frame.kind == "parallel":

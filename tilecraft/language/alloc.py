@@ -17,6 +17,8 @@ def _alloc(shape, dtype, scope: str, what: str) -> Buffer:
         raise TilecraftError("TC108", detail=f"{what} shape {shape!r} is not a tuple",
                              hint=f"write {what}((M, N), dtype)")
     shape = tuple(int_arg(d, f"dimension {i} of {what}") for i, d in enumerate(shape))
+    if b.parallel_depth:
+        raise TilecraftError("TC121", what=what, name=b.pending_name or scope)
     name = b.unique_name(b.pending_name or scope)
     buf = Buffer.create(name, shape, dtype, scope)
     b.emit(Allocate(buf))
