@@ -5,8 +5,10 @@ backend hands it the parameter list the code generator makes (`runtime_params(fu
 vector_bytes)`, plus the dim-bound scalars and tensor maps it adds); the CPU interpreter hands it
 `runtime_params(func)`, the same list without the alignment that only vector accesses on the GPU
 need. So a call the GPU path refuses is refused by the interpreter too, with the same error
-(count TC301, shape TC302, dtype and scalar values TC303, dynamic dims TC305, contiguity TC306),
-at the same line:
+(count TC301, shape TC302, dtype and scalar values TC303, dynamic dims TC305, contiguity TC306,
+a written tensor overlapping another argument TC317), at the same line. `written_params(func)`
+says which tensor parameters the kernel writes (a store, a tile op's destination or an atomic),
+for both backends' checkers:
 
     bind_arguments(func, [a, b, 3])     # -> {m: 1024}, the values of the dynamic dims
     arg_checker(func, outputs=["C"])    # the checker the jit's interpreter path calls
@@ -14,6 +16,7 @@ at the same line:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +24,8 @@ import numpy as np
 
 from tilecraft import dtypes as dt
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import Buffer, PrimFunc, Var
+from tilecraft.ir import Buffer, BufferStore, PrimFunc, TileOp, Var
+from tilecraft.ir.visitor import walk
 from tilecraft.runtime.args import ArgChecker
 from tilecraft.runtime.params import SCALAR_KINDS, Param, ScalarParam, TensorParam
 
@@ -47,6 +51,25 @@ def runtime_params(
     return out
 
 
+_WRITTEN: weakref.WeakKeyDictionary[PrimFunc, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def written_params(func: PrimFunc) -> tuple[str, ...]:
+    """The names of `func`'s tensor parameters the kernel writes (by a BufferStore, as a tile
+    op's destination, or by an atomic), in parameter order; computed once per kernel."""
+    found = _WRITTEN.get(func)
+    if found is None:
+        written: set[Buffer] = set()
+        for s in walk(func.body):
+            if isinstance(s, BufferStore):
+                written.add(s.buffer)
+            elif isinstance(s, TileOp):
+                written.update(r.buffer for r in s.writes())
+        found = _WRITTEN[func] = tuple(
+            p.name for p in func.params if isinstance(p, Buffer) and p in written)
+    return found
+
+
 def arg_checker(func: PrimFunc, outputs: Sequence[str] = ()) -> ArgChecker:
     """The checker of `func`'s calls on the interpreter (`outputs`: the out_idx parameters it
     allocates); errors point at the parameters' lines, as on the GPU path."""
@@ -54,6 +77,7 @@ def arg_checker(func: PrimFunc, outputs: Sequence[str] = ()) -> ArgChecker:
         runtime_params(func),
         kernel=func.name,
         outputs=outputs,
+        writes=written_params(func),
         spans={p.name: p.span for p in func.params if p.span is not None},
         span=func.span,
     )

@@ -159,6 +159,7 @@ class JITKernel:
                 hint="run on the interpreter (CPU tensors or "
                 "TILECRAFT_INTERPRET=1) until the CUDA backend lands",
             ) from None
+        from tilecraft.args import written_params
         from tilecraft.runtime import ArgChecker, RuntimeKernel
 
         func = self.func
@@ -168,6 +169,7 @@ class JITKernel:
             built.params,
             kernel=func.name,
             outputs=self._out_names(),
+            writes=written_params(func),
             spans={p.name: p.span for p in func.params if p.span is not None},
             span=func.span,
         )

@@ -36,7 +36,8 @@ def vector_add() -> RuntimeKernel:
         LaunchSpec(grid=(BLOCKS,), block=(256,)),
         arch="sm_80",
     )
-    checker = ArgChecker(PARAMS, kernel="add", outputs=("out",), spans={"b": Span("k.py", 3)})
+    checker = ArgChecker(PARAMS, kernel="add", outputs=("out",), writes=("out",),
+                         spans={"b": Span("k.py", 3)})
     return RuntimeKernel(built.compiled, PARAMS, built.launch_spec, built.source, checker=checker)
 
 
@@ -54,6 +55,9 @@ def test_a_record_round_trips_through_json_without_nvrtc():
     with pytest.raises(LaunchArgumentError) as info:
         again.bind(torch.zeros(10), torch.zeros(11), require_cuda=False)
     assert info.value.code == "TC305" and info.value.line == 3 and "add" not in info.value.message
+    x = torch.zeros(10)
+    assert again.checker.writes == ("out",)  # so `a` and `b` may share memory
+    assert again.bind(x, x, require_cuda=False).dims == {"n": 10}
 
 
 def test_a_missing_cubin_is_compiled_from_the_recorded_source(isolated_cache_dir):

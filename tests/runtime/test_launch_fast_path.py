@@ -25,6 +25,7 @@ from tilecraft.runtime import (
 )
 from tilecraft.runtime import cuda_ctypes
 from tilecraft.runtime import driver as drv_mod
+from tilecraft.runtime.fast_call import MISS
 from tilecraft.runtime import launch as launch_mod
 from tilecraft.runtime import module as module_mod
 
@@ -154,6 +155,11 @@ def _misaligned():
     return on_cuda(x[1:]), good()[1], 1.0  # 4 bytes past a 16-byte boundary
 
 
+def _overlapping():
+    base = torch.zeros(1500)  # y's first row is x's last four elements
+    return on_cuda(base[:300]), on_cuda(base[296:1496].view(300, 4)), 1.0
+
+
 BAD_CALLS = {
     "count": (lambda: good()[:2], "TC301"),
     "shape": (lambda: (good()[0], on_cuda(torch.zeros(300, 5)), 1.0), "TC302"),
@@ -165,6 +171,7 @@ BAD_CALLS = {
     "dims-disagree": (lambda: (good()[0], on_cuda(torch.zeros(299, 4)), 1.0), "TC305"),
     "non-contiguous": (lambda: (good()[0], on_cuda(torch.zeros(4, 300).t()), 1.0), "TC306"),
     "misaligned": (_misaligned, "TC308"),
+    "overlapping": (_overlapping, "TC317"),
 }
 
 
@@ -265,3 +272,49 @@ def test_a_tensor_changed_in_place_after_good_calls_is_checked_again(libcuda):
         kernel(x, on_cuda(torch.zeros(300, 4)), alpha)
     assert info.value.code == "TC308"
     assert len(libcuda.launches) == 2
+
+
+def test_tensors_the_kernel_only_reads_may_share_memory_on_the_fast_path(libcuda):
+    params = (TensorParam("a", "float32", ("n",)), TensorParam("b", "float32", ("n",)),
+              TensorParam("out", "float32", ("n",)), ScalarParam("n", "int32", dim="n"))
+    libcuda.kinds = ["pointer", "pointer", "pointer", "int32"]
+    checker = ArgChecker(params, kernel="k", span=SPAN, writes=("out",))
+    spec = LaunchSpec(grid=(1,), block=(128,))
+    compiled = CompiledCubin("k", "sm_90a", CUBIN, Resources(registers=8))
+    kernel = RuntimeKernel(compiled, params, spec, checker=checker)
+    x, out = on_cuda(torch.zeros(300)), on_cuda(torch.zeros(300))
+    for _ in range(3):
+        kernel(x, x, out)
+    assert kernel.fast_call is not None
+    assert kernel.fast_call((x, x, out), STREAM) is None  # launched without the checker
+    with pytest.raises(LaunchArgumentError) as info:
+        kernel(x, out, out)
+    assert info.value.code == "TC317" and "writes `out`" in info.value.message
+    base = torch.zeros(600)
+    low, high, shifted = on_cuda(base[:300]), on_cuda(base[300:]), on_cuda(base[299:599])
+    assert kernel.fast_call((x, x, low), STREAM) is None
+    assert kernel.fast_call((high, x, low), STREAM) is None  # disjoint halves: launched
+    assert kernel.fast_call((shifted, x, low), STREAM) is MISS  # one element shared
+    assert len(libcuda.launches) == 6
+
+
+def test_jit_in_place_call_after_fast_calls_points_at_the_written_parameter(libcuda):
+    import tilecraft
+    import tilecraft.language as T
+
+    @T.prim_func
+    def double(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+    kernel = tilecraft.compile(double, target="auto", arch="sm_90a")
+    libcuda.kinds = ["pointer", "pointer"]
+    for _ in range(3):
+        kernel(on_cuda(torch.zeros(256)), on_cuda(torch.zeros(256)))
+    assert kernel._fast is not None
+    a = on_cuda(torch.zeros(256))
+    with pytest.raises(tilecraft.TilecraftError) as info:
+        kernel(a, a)
+    assert info.value.code == "TC317" and info.value.line == double.params[1].span.line
+    assert len(libcuda.launches) == 3

@@ -112,6 +112,9 @@ _ENTRIES = [
                "cannot have", "declare it as one of {kinds} and cast it inside the kernel"),
     Diagnostic("TC315", "cannot make profiler inputs for `{kernel}`: {detail}", "{hint}"),
     Diagnostic("TC316", "cannot specialize `{kernel}` for this call: {detail}", "{hint}"),
+    Diagnostic("TC317", "arguments `{first}` and `{second}` overlap in memory, and the kernel "
+               "writes `{param}`: tilecraft kernels take distinct tensors for the tensors they "
+               "write", "pass a copy of one of them (`x.clone()`), or a separate output"),
     # interpreter (TC4xx)
     Diagnostic("TC401", "index out of bounds in `{buffer}`: {detail}", "buffer shape is {shape}"),
     Diagnostic("TC402", "device assertion failed: {detail}", ""),

@@ -109,6 +109,9 @@ class HostArray:
     def data_ptr(self) -> int:
         return int(self.array.ctypes.data)
 
+    def element_size(self) -> int:
+        return int(self.array.dtype.itemsize)
+
     @property
     def device(self) -> Any:
         import torch

@@ -7,16 +7,20 @@ them on every call; it is the only argument checker, on the launch path and, wit
 IR), so both backends refuse the same calls with the same errors. Checks run in this order, so the
 error a user sees names the first real problem: argument count, then per tensor its type and
 dtype, rank and shape (binding dynamic dims), strides, the alignment its vector accesses need
-(TC308), then scalars (arg_values.py says what each kind takes), and last the device (all
-tensors on one CUDA device). Everything but the device check works on CPU tensors, so mistakes are
-reported the same way on a machine without a GPU. With `require_cuda=False` numpy arrays are
+(TC308), then that no tensor the kernel writes overlaps another tensor argument in memory
+(TC317: the GPU code takes different parameters for different memory), then scalars
+(arg_values.py says what each kind takes), and last the device (all tensors on one CUDA
+device). Everything but the device check works on CPU tensors, so mistakes are reported the
+same way on a machine without a GPU. With `require_cuda=False` numpy arrays are
 taken too (the interpreter runs on them).
 
 The jit layer also hands the checker the tensors it allocates (`outputs`: `out_idx`, sized from the
-bound dims) and the user's source spans (`spans` per parameter, `span` for the kernel), so errors
-point at the kernel's definition:
+bound dims), the tensor parameters the kernel writes (`writes`, from the IR; None: any of them)
+and the user's source spans (`spans` per parameter, `span` for the kernel), so errors point at
+the kernel's definition:
 
-    checker = ArgChecker(params, kernel="gemm", outputs=("C",), spans={"A": span_of_A})
+    checker = ArgChecker(params, kernel="gemm", outputs=("C",), writes=("C",),
+                         spans={"A": span_of_A})
     bound = checker.bind([a, b])   # BoundArgs(values, dims, device, outputs=(c,))
 """
 
@@ -116,6 +120,7 @@ class ArgChecker:
         *,
         kernel: str = "kernel",
         outputs: Sequence[str] = (),
+        writes: Sequence[str] | None = None,
         spans: Mapping[str, Span] | None = None,
         span: Span | None = None,
     ):
@@ -148,6 +153,18 @@ class ArgChecker:
         )
         self._maps = tuple(_map_plan(s, p, self.params) for s, p in slots
                            if isinstance(p, TensorMapParam))
+        tensor_names = [p.name for p in self.params if isinstance(p, TensorParam)]
+        written = set(tensor_names if writes is None else writes)
+        if written - set(tensor_names):
+            raise ValueError(f"writes {sorted(written - set(tensor_names))} are not tensor "
+                             f"parameters of {kernel}")
+        #: the tensor parameters the kernel writes, in parameter order
+        self.writes = tuple(n for n in tensor_names if n in written)
+        #: (i, j) positions in `_tensors`, i < j, of the pairs that must not overlap (one of the
+        #: two is written); outputs are allocated here, so they overlap nothing
+        self._pairs = tuple((i, j) for j, b in enumerate(self._tensors)
+                            for i, a in enumerate(self._tensors[:j])
+                            if a.param.name in written or b.param.name in written)
         self._first_use: dict[str, str] = {}
         for t in self._tensors:
             for name in t.param.dynamic_dims:
@@ -195,6 +212,8 @@ class ArgChecker:
                 device = d
             elif d != device:
                 mixed = True
+        if self._pairs:
+            self._check_overlap(args, values)
         for slot, p, arg in self._scalars:
             if arg is not None:
                 values[slot] = self._scalar(p, args[arg])
@@ -212,6 +231,24 @@ class ArgChecker:
         if self._maps and device is not None:
             self._encode_maps(values, dims)
         return BoundArgs(tuple(values), dims, device, outputs)
+
+    def _check_overlap(self, args: Sequence[object], values: list[Any]) -> None:
+        """TC317 for the first pair of tensors, one of them written, whose bytes intersect on
+        one device."""
+        ranges = []
+        for t in self._tensors:
+            x = args[t.arg]
+            if not isinstance(x, self._tensor_type):
+                x = HostArray(x)
+            start, end = byte_range(x.shape, x.stride(), x.element_size())
+            ptr = values[t.slot]
+            ranges.append((ptr + start, ptr + end, x.get_device() if x.is_cuda else -1))
+        for i, j in self._pairs:
+            (a0, a1, da), (b0, b1, db) = ranges[i], ranges[j]
+            if a0 < b1 and b0 < a1 and da == db:
+                first, second = self._tensors[i].param.name, self._tensors[j].param.name
+                param = second if second in self.writes else first
+                raise self.error("TC317", param, first=first, second=second)
 
     def _encode_maps(self, values: list[Any], dims: dict[str, int]) -> None:
         from .tensor_map import TensorMapError
@@ -320,6 +357,20 @@ class ArgChecker:
                     expected=f"cuda:{device}",
                     hint=f"all tensors must be on one device, as `{first}` is",
                 )
+
+
+def byte_range(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> tuple[int, int]:
+    """(start, end): the bytes from the data pointer a tensor's elements occupy (from its lowest
+    to its highest element address + itemsize); (0, 0) when it has no element."""
+    low = high = 0
+    for n, s in zip(shape, strides):
+        if n == 0:
+            return 0, 0
+        if s > 0:
+            high += (n - 1) * s
+        else:
+            low += (n - 1) * s
+    return low * itemsize, (high + 1) * itemsize
 
 
 def _filled_in(p: Param, outputs: set[str]) -> bool:

@@ -2,13 +2,14 @@
 
 The argument checker (args.py) decides a call from, per tensor argument, its type, dtype, shape,
 strides and device (contiguity and the dynamic dims follow from shape and strides), plus two
-things that change with the data: each tensor's address (its alignment) and the scalars' values.
-Once the checker has accepted a call and its launch went out through ctypes (launch.py),
-`FastCall.remember` keeps that signature with what followed from it: the device, the grid
-(already checked against CUDA's limits), the outputs' shapes, the dim-bound scalars' values and
-the tensor maps' shapes. A later call with a known signature reads each tensor's data pointer
+things that change with the data: each tensor's address (its alignment; its overlap with the
+others) and the scalars' values. Once the checker has accepted a call and its launch went out
+through ctypes (launch.py), `FastCall.remember` keeps that signature with what followed from
+it: the device, the grid (already checked against CUDA's limits), the outputs' shapes, the
+dim-bound scalars' values, the tensor maps' shapes and the tensors' byte spans. A later call with a known signature reads each tensor's data pointer
 (alignment: one modulo), converts its scalars, allocates its outputs, writes the parameter
-block's slots and calls cuLaunchKernel once:
+block's slots and calls cuLaunchKernel once. Where the kernel writes a tensor, two comparisons
+per pair of tensors with the signature's byte spans refuse overlapping arguments (TC317):
 
     fast = FastCall(checker, launcher, smem)
     out = fast.call(args, stream)     # MISS, or what the kernel returns (outputs or None)
@@ -16,8 +17,8 @@ block's slots and calls cuLaunchKernel once:
     print(fast.source)                # the call, written for this kernel's parameters
 
 Anything unusual is a miss (`MISS`), never an error: an unknown signature, something that is
-not a tensor, a misaligned pointer, a scalar the checker would refuse, a tensor map that does
-not encode. The caller then runs the full checker, which raises its usual error at the user's
+not a tensor, a misaligned pointer, tensors that overlap where one is written, a scalar the
+checker would refuse, a tensor map that does not encode. The caller then runs the full checker, which raises its usual error at the user's
 line (or accepts, launches and remembers). So the fast path refuses exactly what the checker
 refuses; data pointers are read at every call, never remembered.
 """
@@ -28,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .arg_values import BadScalar, scalar_value
-from .args import ArgChecker, BoundArgs
+from .args import ArgChecker, BoundArgs, byte_range
 from .launch import DirectLaunch, Launcher, current_stream
 from .tensor_map import TensorMapError
 
@@ -51,15 +52,16 @@ class _Accepted:
     """What a remembered signature implies: where to launch, how, and the per-signature
     values (dim-bound scalars, output shapes, tensor-map shapes)."""
 
-    __slots__ = ("fixed", "grid", "launch", "maps", "outputs")
+    __slots__ = ("ends", "fixed", "grid", "launch", "maps", "outputs")
 
     def __init__(self, launch: DirectLaunch | None, grid: tuple[int, int, int] | None,
-                 fixed: tuple, outputs: tuple, maps: tuple):
+                 fixed: tuple, outputs: tuple, maps: tuple, ends: tuple):
         self.launch = launch  # None: an empty grid, nothing to launch
         self.grid = grid
         self.fixed = fixed  # ((slot, value), ...) of the dim-bound scalars
         self.outputs = outputs  # ((shape, dtype, torch device), ...)
         self.maps = maps  # ((map parameter index, pointer index, shape, encoder), ...)
+        self.ends = ends  # per tensor: the bytes past its data pointer its elements span
 
 
 class FastCall:
@@ -111,9 +113,16 @@ class FastCall:
                       tuple(d if isinstance(d, int) else bound.dims[d] for d in tensor.shape),
                       encoder)
                      for slot, tensor_slot, tensor, encoder in checker._maps)
+        ends = ()
+        if checker._pairs:  # the spans follow from shape, strides and dtype: the signature's
+            ranges = [byte_range(args[i].shape, args[i].stride(), args[i].element_size())
+                      for i in self._positions]
+            if any(start for start, _ in ranges):
+                return  # an element below the data pointer (torch has none): the checker's
+            ends = tuple(end for _, end in ranges)
         if len(self._entries) >= _MAX_SIGNATURES:
             self._entries.clear()
-        self._entries[key] = _Accepted(launch, grid, fixed, outputs, maps)
+        self._entries[key] = _Accepted(launch, grid, fixed, outputs, maps, ends)
 
     def _make_call(self) -> Callable[[Sequence[Any], int | None], Any]:
         """The call as straight-line Python written for this parameter list (`self.source`):
@@ -148,6 +157,10 @@ class FastCall:
             *[f"    p{k} = {t}.data_ptr()" for k, t in enumerate(tensors)],
             *[f"    if p{k} % {align}:\n        return MISS" for k, align in self._aligned],
         ]
+        if checker._pairs:  # [p_i, p_i + e_i) and [p_j, p_j + e_j) must not intersect
+            lines.append("    e = entry.ends")
+            lines += [f"    if p{i} < p{j} + e[{j}] and p{j} < p{i} + e[{i}]:\n        return MISS"
+                      for i, j in checker._pairs]
         writes = [f"            s{k}.value = {p}" for k, p in enumerate(pointers)]
         env.update({f"s{k}": block.slot(t.slot) for k, t in enumerate(checker._tensors)})
         env.update({f"s{n + k}": block.slot(s) for k, (s, _, _) in enumerate(checker._outputs)})

@@ -90,7 +90,7 @@ class KernelRecord(Frozen):
     """Everything but the cubin that rebuilding a RuntimeKernel takes."""
 
     __slots__ = ("name", "entry", "arch", "source", "cubin_key", "params", "grid", "block", "smem",
-                 "cluster", "outputs", "span", "spans")
+                 "cluster", "outputs", "span", "spans", "writes")
     name: str  # the kernel's name in messages (the checker's `kernel`)
     entry: str  # the CUDA entry function
     arch: str
@@ -104,6 +104,7 @@ class KernelRecord(Frozen):
     outputs: tuple[str, ...]  # tensor params the checker allocates and returns
     span: Span | None
     spans: Mapping[str, Span]
+    writes: tuple[str, ...]  # tensor params the kernel writes (None when made: all of them)
 
     def __init__(
         self,
@@ -120,9 +121,13 @@ class KernelRecord(Frozen):
         outputs: tuple[str, ...],
         span: Span | None,
         spans: Mapping[str, Span],
+        writes: tuple[str, ...] | None = None,
     ) -> None:
+        if writes is None:
+            writes = tuple(p.name for p in params if isinstance(p, TensorParam))
         for field, value in zip(self.__slots__, (name, entry, arch, source, cubin_key, params,
-                                                 grid, block, smem, cluster, outputs, span, spans)):
+                                                 grid, block, smem, cluster, outputs, span, spans,
+                                                 writes)):
             _set(self, field, value)
 
     @classmethod
@@ -143,6 +148,7 @@ class KernelRecord(Frozen):
             outputs=checker.outputs,
             span=checker.span,
             spans=dict(checker.spans),
+            writes=checker.writes,
         )
 
     def runtime_kernel(self) -> RuntimeKernel:
@@ -168,7 +174,8 @@ class KernelRecord(Frozen):
             compiled = compile_cuda(self.source, self.arch, name=self.entry)
         launch = LaunchSpec(self.grid, self.block, self.smem, self.cluster)
         checker = ArgChecker(
-            self.params, kernel=self.name, outputs=self.outputs, spans=self.spans, span=self.span
+            self.params, kernel=self.name, outputs=self.outputs, writes=self.writes,
+            spans=self.spans, span=self.span,
         )
         return RuntimeKernel(compiled, self.params, launch, self.source, checker=checker)
 
@@ -197,6 +204,7 @@ class KernelRecord(Frozen):
             outputs=tuple(str(o) for o in data["outputs"]),
             span=_span(data["span"]),
             spans={str(k): _span(s) for k, s in data["spans"].items()},
+            writes=tuple(str(w) for w in data["writes"]),
         )
 
 
