@@ -197,7 +197,7 @@ def test_outputs_are_allocated_per_call_with_the_bound_shape(libcuda):
     params = (TensorParam("x", "float32", ("n",)), TensorParam("out", "float32", ("n",)),
               ScalarParam("n", "int32", dim="n"))
     kernel, binds = make_kernel(libcuda, params, outputs=("out",))
-    kernel.checker._empty = lambda shape, dtype, device: on_cuda(torch.empty(shape, dtype=dtype))
+    kernel.checker._empty = lambda *shape, dtype, device: on_cuda(torch.empty(*shape, dtype=dtype))
     outs = []
     for n in (100, 100, 100, 7):
         x = on_cuda(torch.zeros(n))
@@ -207,6 +207,31 @@ def test_outputs_are_allocated_per_call_with_the_bound_shape(libcuda):
     assert [launch[2] for launch in libcuda.launches] == [
         (x.data_ptr(), o.data_ptr(), o.shape[0]) for x, o in outs
     ]
+
+
+def test_outputs_of_every_rank_are_allocated_on_the_fast_path(libcuda):
+    params = (TensorParam("x", "float32", ("n", 3)), TensorParam("total", "float32", ()),
+              TensorParam("out", "float16", (2, "n", 3)), ScalarParam("n", "int32", dim="n"))
+    kernel, binds = make_kernel(libcuda, params, outputs=("total", "out"))
+    kernel.checker._empty = lambda *shape, dtype, device: on_cuda(torch.empty(*shape, dtype=dtype))
+    for n in (5, 5, 5):
+        total, out = kernel(on_cuda(torch.zeros(n, 3)))
+        assert total.shape == () and total.dtype == torch.float32
+        assert out.shape == (2, n, 3) and out.dtype == torch.float16
+    assert len(binds) == 1 and len(libcuda.launches) == 3
+    assert libcuda.launches[-1][2][1:] == (total.data_ptr(), out.data_ptr(), 5)
+
+
+def test_a_strided_parameter_binds_its_stride_on_every_known_signature(libcuda):
+    params = (TensorParam("x", "float32", (4, 8), strides=("s", 1)),
+              ScalarParam("s", "int32", dim="s"))
+    kernel, binds = make_kernel(libcuda, params, grid=(1,))
+    views = [on_cuda(torch.zeros(4, w)[:, :8]) for w in (16, 32, 16, 32, 8)]
+    for x in views:
+        kernel(x)
+    assert len(binds) == 3  # row strides 16, 32 and 8 (contiguous): one signature each
+    assert [launch[2] for launch in libcuda.launches] == [
+        (x.data_ptr(), x.stride(0)) for x in views]
 
 
 def test_tensor_maps_follow_their_tensors_address(libcuda):

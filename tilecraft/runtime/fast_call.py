@@ -1,7 +1,9 @@
 """The per-call fast path of a RuntimeKernel: calls whose argument signature was accepted before.
 
 The argument checker (args.py) decides a call from, per tensor argument, its type, dtype, shape,
-strides and device (contiguity and the dynamic dims follow from shape and strides), plus two
+strides and device (contiguity and the dynamic dims follow from shape and strides; where the
+parameter must be contiguous, `is_contiguous()` is all the checker asks of the strides, and the
+cheaper call stands for them in the signature), plus two
 things that change with the data: each tensor's address (its alignment; its overlap with the
 others) and the scalars' values. Once the checker has accepted a call and its launch went out
 through ctypes (launch.py), `FastCall.remember` keeps that signature with what followed from
@@ -38,13 +40,16 @@ MISS: Any = NotImplemented
 _MAX_SIGNATURES = 256  # remembered per kernel (each new shape of a dynamic dim is one)
 
 
-def signature(args: Sequence[Any], positions: tuple[int, ...]) -> tuple:
-    """Per tensor argument at `positions`: type, dtype, shape, strides, device (flat).
-    Raises (AttributeError, TypeError, torch's RuntimeError) for what is not a dense tensor."""
+def signature(args: Sequence[Any], positions: tuple[int, ...],
+              contiguous: tuple[bool, ...]) -> tuple:
+    """Per tensor argument at `positions`: type, dtype, shape, strides (`is_contiguous()` where
+    `contiguous` says the parameter must be), device (flat). The generated call builds the same
+    tuple. Raises (AttributeError, TypeError, torch's RuntimeError) for what is not a dense
+    tensor."""
     sig: list[Any] = []
-    for i in positions:
+    for i, c in zip(positions, contiguous):
         x = args[i]
-        sig += (type(x), x.dtype, x.shape, x.stride(), x.device)
+        sig += (type(x), x.dtype, x.shape, x.is_contiguous() if c else x.stride(), x.device)
     return tuple(sig)
 
 
@@ -74,6 +79,7 @@ class FastCall:
         self._nargs = len(checker.caller_params)
         plans = checker._tensors
         self._positions = tuple(t.arg for t in plans)
+        self._contiguous = tuple(t.strides is None for t in plans)
         block = launcher.params
         # (index among the caller's tensors, required alignment) where one is required
         self._aligned = tuple((k, t.align) for k, t in enumerate(plans) if t.align)
@@ -99,7 +105,7 @@ class FastCall:
             if launch is None:
                 return
         try:
-            key = signature(args, self._positions)
+            key = signature(args, self._positions, self._contiguous)
         except Exception:  # noqa: BLE001 - what the call would miss on: nothing to remember
             return
         checker = self._checker
@@ -141,8 +147,9 @@ class FastCall:
             self.source = "def call(args, stream):\n    return MISS\n"
             exec(self.source, env)
             return env["call"]
-        sig = ", ".join(f"type({t}), {t}.dtype, {t}.shape, {t}.stride(), {t}.device"
-                        for t in tensors)
+        sig = ", ".join(f"type({t}), {t}.dtype, {t}.shape, "
+                        f"{t}.{'is_contiguous' if c else 'stride'}(), {t}.device"
+                        for t, c in zip(tensors, self._contiguous))
         lines = [
             "def call(args, stream):",
             f"    if len(args) != {self._nargs}:",
@@ -171,9 +178,11 @@ class FastCall:
                 writes.append(f"            c{k}.value = v{k}")
                 env[f"c{k}"] = slot
             lines += ["    except BadScalar:", "        return MISS"]
-        for k, o in enumerate(outs):
+        for k, (o, (_, p, _)) in enumerate(zip(outs, checker._outputs)):
+            # torch.empty parses sizes given one by one a third faster than a tuple of them
+            size = "*shape" if p.shape else "()"
             lines += [f"    shape, dtype, where = entry.outputs[{k}]",
-                      f"    {o} = empty(shape, dtype=dtype, device=where)",
+                      f"    {o} = empty({size}, dtype=dtype, device=where)",
                       f"    p{n + k} = {o}.data_ptr()"]
         if any(arg is None for _, _, arg in checker._scalars):
             writes += ["            for slot, v in entry.fixed:", "                slot.value = v"]
