@@ -190,13 +190,15 @@ def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
 class CudaKernel:
     """A compiled kernel: `.source`, `.resources`, and `kernel(*tensors)` launches it."""
 
-    def __init__(self, gen: GeneratedKernel, arch: str):
-        from tilecraft.runtime import RuntimeKernel
+    def __init__(self, gen: GeneratedKernel, arch: str, writes: tuple[str, ...] | None = None):
+        from tilecraft.runtime import ArgChecker, RuntimeKernel, compile_cuda
 
         self.generated = gen
         self.source = gen.source
-        self.runtime = RuntimeKernel.from_source(gen.source, gen.name, gen.params, gen.launch,
-                                                 arch=arch)
+        # `writes`: the parameters the kernel stores to (only they may not overlap others)
+        checker = ArgChecker(gen.params, kernel=gen.name, writes=writes)
+        self.runtime = RuntimeKernel(compile_cuda(gen.source, arch, name=gen.name), gen.params,
+                                     gen.launch, gen.source, checker=checker)
 
     @property
     def resources(self):
@@ -208,5 +210,7 @@ class CudaKernel:
 
 def build_cuda_kernel(func: PrimFunc, arch: str | None = None) -> CudaKernel:
     target = target_from_arch(arch) if arch else current_target()
+    from tilecraft.args import written_params
+
     gen = generate_cuda(func, target.arch)
-    return CudaKernel(gen, target.arch)
+    return CudaKernel(gen, target.arch, written_params(func))
