@@ -121,7 +121,8 @@ PARAMS = (
 def make_kernel(libcuda, params=PARAMS, outputs=(), grid=(lambda d: (d["n"] + 127) // 128,)):
     libcuda.kinds = ["pointer" if isinstance(p, TensorParam) else
                      "tensormap" if isinstance(p, TensorMapParam) else p.kind for p in params]
-    checker = ArgChecker(params, kernel="k", span=SPAN, outputs=outputs)
+    writes = tuple(p.name for p in params if isinstance(p, TensorParam))  # every tensor
+    checker = ArgChecker(params, kernel="k", span=SPAN, outputs=outputs, writes=writes)
     spec = LaunchSpec(grid=grid, block=(128,))
     compiled = CompiledCubin("k", "sm_90a", CUBIN, Resources(registers=8))
     kernel = RuntimeKernel(compiled, params, spec, checker=checker)

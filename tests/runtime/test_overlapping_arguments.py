@@ -113,12 +113,15 @@ def test_strided_views_overlap_by_the_span_of_their_elements():
     overlap_error(lambda: checker.bind([base[3:7, 8:16], base[4:8, :8]], require_cuda=False))
 
 
-def test_a_checker_that_is_not_told_what_the_kernel_writes_assumes_every_tensor():
+def test_a_checker_not_told_what_the_kernel_writes_checks_no_overlap():
+    """Hand-written CUDA (RuntimeKernel.from_source): its author decides what may alias."""
     params = (TensorParam("a", "float32", (4,)), TensorParam("b", "float32", (4,)))
     x = torch.zeros(4)
-    err = overlap_error(lambda: ArgChecker(params).bind([x, x], require_cuda=False))
-    assert "the kernel writes `b`" in err.message
+    ArgChecker(params).bind([x, x], require_cuda=False)
     ArgChecker(params, writes=()).bind([x, x], require_cuda=False)
+    err = overlap_error(lambda: ArgChecker(params, writes=("b",)).bind([x, x],
+                                                                       require_cuda=False))
+    assert "the kernel writes `b`" in err.message
     with pytest.raises(ValueError, match="not tensor parameters"):
         ArgChecker(params, writes=("c",))
 
@@ -126,7 +129,9 @@ def test_a_checker_that_is_not_told_what_the_kernel_writes_assumes_every_tensor(
 def test_empty_tensors_overlap_nothing():
     params = (TensorParam("a", "float32", ("n",)), TensorParam("b", "float32", ("n",)))
     x = torch.zeros(0)
-    ArgChecker(params).bind([x, x], require_cuda=False)
+    ArgChecker(params, writes=("b",)).bind([x, x], require_cuda=False)
+    overlap_error(lambda: ArgChecker(params, writes=("b",)).bind([torch.zeros(2)] * 2,
+                                                                 require_cuda=False))
 
 
 @pytest.mark.gpu

@@ -15,7 +15,8 @@ same way on a machine without a GPU. With `require_cuda=False` numpy arrays are
 taken too (the interpreter runs on them).
 
 The jit layer also hands the checker the tensors it allocates (`outputs`: `out_idx`, sized from the
-bound dims), the tensor parameters the kernel writes (`writes`, from the IR; None: any of them)
+bound dims), the tensor parameters the kernel writes (`writes`, from the IR; None for hand-written CUDA,
+whose aliasing is its author's to decide: no overlap check)
 and the user's source spans (`spans` per parameter, `span` for the kernel), so errors point at
 the kernel's definition:
 
@@ -154,7 +155,7 @@ class ArgChecker:
         self._maps = tuple(_map_plan(s, p, self.params) for s, p in slots
                            if isinstance(p, TensorMapParam))
         tensor_names = [p.name for p in self.params if isinstance(p, TensorParam)]
-        written = set(tensor_names if writes is None else writes)
+        written = set(() if writes is None else writes)
         if written - set(tensor_names):
             raise ValueError(f"writes {sorted(written - set(tensor_names))} are not tensor "
                              f"parameters of {kernel}")
