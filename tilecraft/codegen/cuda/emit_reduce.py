@@ -4,8 +4,7 @@
 2. lanes that held other parts of the same row combine by butterfly __shfl_xor_sync over the
    reduced dimension's thread modes inside a warp (every lane ends with the result);
 3. modes that cross warps go through a shared scratch slot (plan_shared_memory): write, barrier,
-   every thread reads its group's partials in one order and combines them as a balanced tree
-   (replicas hold identical bits), barrier;
+   combine the partners tid ^ mask, barrier;
 4. the result lands in the (replicated) output registers, combined with them when clear=False.
 """
 
@@ -51,14 +50,6 @@ def _abs(t: str, acc, x: str) -> str:
     if t in ("float", "double"):
         return f"{'fabsf' if t == 'float' else 'fabs'}({x})"
     return x if acc.kind == "uint" else f"tc::wrap_abs<{t}>({x})"
-
-
-def _tree(kind: str, t: str, parts: list[str]) -> str:
-    """`parts` combined pairwise, neighbours first: ((p0 + p1) + (p2 + p3)) + ..."""
-    while len(parts) > 1:
-        parts = [f"({_combine(kind, t, parts[i], parts[i + 1])})" if i + 1 < len(parts)
-                 else parts[i] for i in range(0, len(parts), 2)]
-    return parts[0]
 
 
 def _xor_offsets(modes) -> list[int]:
@@ -125,14 +116,10 @@ def emit_reduce(em, op: Reduce) -> None:
         em.w("#pragma unroll")
         em.w(f"for (int j = 0; j < {ld.local_size}; ++j) scratch[j * {nt} + tid] = red[j];")
         em.sync()
-        # every thread of a group reads the group's partials in one order and combines them as
-        # a balanced tree: replicas hold the same bits, and the chain is log2(warps) deep
-        em.w(f"const int rbase = tid & ~{sum(warp_offs)};")
         em.w("#pragma unroll")
         em.open(f"for (int j = 0; j < {ld.local_size}; ++j)")
-        parts = [f"scratch[j * {nt} + (rbase | {mk})]" if mk else f"scratch[j * {nt} + rbase]"
-                 for mk in [0, *masks]]
-        em.w(f"red[j] = {_tree(op.kind, t, parts)};")
+        for mk in masks:
+            em.w(f"red[j] = {_combine(op.kind, t, 'red[j]', f'scratch[j * {nt} + (tid ^ {mk})]')};")
         em.close()
         em.sync()
     dt = ctype(dst.dtype)
