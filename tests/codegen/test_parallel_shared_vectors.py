@@ -72,3 +72,32 @@ def test_gpu_vector_reads_match_the_interpreter(write_back):
     k(x.cuda(), g.cuda(), y_gpu)
     torch.cuda.synchronize()
     torch.testing.assert_close(y_gpu.cpu(), y_cpu, rtol=0, atol=0)
+
+
+@tilecraft.jit
+@T.prim_func
+def rows_of_six(X: T.Tensor((32, 6), "int8"), Y: T.Tensor((32, 6), "int16")):
+    """Each of 32 threads holds a row of 6 int8: vectors of 2, never a 6-byte vector (an
+    alignment NVRTC refuses; fuzz seed 930181)."""
+    with T.Kernel(1, threads=32) as bx:
+        X_s = T.alloc_shared((32, 6), "int8")
+        y = T.alloc_fragment((32, 6), "int16")
+        T.copy(X[0, 0], X_s)
+        for i, j in T.Parallel(32, 6):
+            y[i, j] = T.cast(X_s[i, j], "int16") * 3
+        T.copy(y, Y[0, 0])
+
+
+def test_vectors_hold_a_power_of_two_of_elements():
+    src = generate_cuda(rows_of_six.func, "sm_90a").source
+    assert "Vec<signed char, 2>" in src and "Vec<signed char, 6>" not in src
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from tilecraft.runtime import compile_cuda
+
+    for arch in ("sm_90a", "sm_80"):
+        gen = generate_cuda(rows_of_six.func, arch)
+        compile_cuda(gen.source, arch, name=gen.name, use_cache=False)
+    x = torch.arange(-96, 96, dtype=torch.int8).view(32, 6)
+    y = torch.zeros(32, 6, dtype=torch.int16)
+    rows_of_six(x, y)
+    assert torch.equal(y, x.to(torch.int16) * 3)

@@ -139,6 +139,7 @@ def shared_vector_reads(loop: ParallelLoop, lay) -> tuple[dict, dict]:
         if b in bad or bits not in (8, 16, 32, 64) or not inside:
             continue  # (a loop wider than the buffer reads it only under some condition)
         v = min(run, 128 // bits)
+        v = 1 << (v.bit_length() - 1)  # vectors of 2^k elements (a run of 6 reads pairs)
         while v > 1 and (run % v or not isinstance(b.shape[-1], int) or b.shape[-1] % v):
             v //= 2
         if v > 1 and lay.local_size * bits <= 64 * 16:  # at most 64 16-bit registers' worth
