@@ -98,7 +98,6 @@ def cpu() -> None:
     a, b, c = (torch.randn(256, 256, dtype=torch.float16) for _ in range(3))
     kernel(a, b)
     plain(a, b, c)
-    drv.lib.launches = 0
     per_call("with out_idx", lambda: kernel(a, b), repeats=5)
     per_call("C passed", lambda: plain(a, b, c), repeats=5)
     per_call("torch.empty only (CPU)", lambda: torch.empty(256, 256, dtype=torch.float16),
@@ -106,55 +105,25 @@ def cpu() -> None:
     profile(lambda: plain(a, b, c))
 
 
-class _DryLib:
-    """libcuda's entry points for a machine without one: setup calls answer in Python, the
-    per-launch ones (cuLaunchKernel, cuCtxGetCurrent) are `fegetround`, a C function that takes
-    no time and returns 0 (CUDA_SUCCESS), called without argtypes as the launch path does."""
+def _dry_lib():
+    """libcuda's entry points for a machine without one: the tests' stand-in answers the setup
+    calls in Python; the per-launch ones (cuLaunchKernel, cuCtxGetCurrent) are `fegetround`, a C
+    function that takes no time and returns 0 (CUDA_SUCCESS), called without argtypes as the
+    launch path does."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"))
+    from fake_libcuda import FakeLibcuda
 
-    def __init__(self):
-        libm = ctypes.CDLL(None)
-        self.cuLaunchKernel = libm.fegetround
-        self.cuCtxGetCurrent = ctypes.CDLL(None).fegetround  # another function object
-        self.launches = 0
-
-    @staticmethod
-    def _out(ref, value) -> int:
-        ref._obj.value = value  # a ctypes byref() holds its object in _obj
-        return 0
-
-    def cuInit(self, flags):  # noqa: N802 - the driver's names
-        return 0
-
-    def cuDeviceGet(self, ref, ordinal):  # noqa: N802
-        return self._out(ref, ordinal)
-
-    def cuDevicePrimaryCtxRetain(self, ref, dev):  # noqa: N802
-        return self._out(ref, 0x1000)
-
-    def cuCtxSetCurrent(self, ctx):  # noqa: N802
-        return 0
-
-    def cuModuleLoadData(self, ref, image):  # noqa: N802
-        return self._out(ref, 0x2000)
-
-    def cuModuleGetFunction(self, ref, module, name):  # noqa: N802
-        return self._out(ref, 0x3000)
-
-    def cuFuncGetAttribute(self, ref, attr, fn):  # noqa: N802
-        return self._out(ref, 0)
-
-    def cuFuncSetAttribute(self, fn, attr, value):  # noqa: N802
-        return 0
-
-    def cuTensorMapEncodeTiled(self, blob, *args):  # noqa: N802
-        return 0
+    lib = FakeLibcuda()
+    lib.cuLaunchKernel = ctypes.CDLL(None).fegetround
+    lib.cuCtxGetCurrent = ctypes.CDLL(None).fegetround  # another function object
+    return lib
 
 
 def install_dry_libcuda(drv_mod):
-    """Make the runtime's driver a CtypesDriver over _DryLib (the launch fast path's driver)."""
+    """Make the runtime's driver a CtypesDriver over _dry_lib() (the launch fast path's driver)."""
     from tilecraft.runtime.cuda_ctypes import CtypesDriver
 
-    drv = CtypesDriver(_DryLib())
+    drv = CtypesDriver(_dry_lib())
     drv_mod.driver_module = lambda: drv
     for name in ("launch", "module"):
         setattr(sys.modules[f"tilecraft.runtime.{name}"], "driver_module", lambda: drv)

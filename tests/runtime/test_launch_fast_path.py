@@ -5,10 +5,9 @@ After a first call that the checker accepted, later calls with the same argument
 the checker; every bad call must still be refused with the checker's own error, and every
 launch must carry the pointers, scalars and grid of its own arguments."""
 
-import ctypes
-
 import pytest
 import torch
+from fake_libcuda import FakeLibcuda
 from test_launch_path_fake_driver import CUBIN, on_cuda
 
 from tilecraft.diagnostics import Span
@@ -31,69 +30,6 @@ from tilecraft.runtime import module as module_mod
 
 SPAN = Span(__file__, 12, 4)
 STREAM = 0x5500
-_READ = {"pointer": ctypes.c_void_p, "int32": ctypes.c_int32, "float32": ctypes.c_float,
-         "tensormap": ctypes.c_uint64}
-
-
-class FakeLibcuda:
-    """libcuda's entry points as the ctypes driver calls them (out-parameters by reference);
-    cuLaunchKernel decodes the parameter block with `kinds`."""
-
-    def __init__(self):
-        self.kinds: list[str] = []
-        self.launches: list[tuple] = []
-        self.current = 0
-
-    @staticmethod
-    def _out(ref, value) -> int:
-        getattr(ref, "_obj", ref).value = value
-        return 0
-
-    def cuInit(self, flags):  # noqa: N802 - the driver's names
-        return 0
-
-    def cuDeviceGet(self, ref, ordinal):  # noqa: N802
-        return self._out(ref, ordinal)
-
-    def cuDevicePrimaryCtxRetain(self, ref, dev):  # noqa: N802
-        return self._out(ref, 0x1000 + dev)
-
-    def cuCtxGetCurrent(self, ref):  # noqa: N802
-        return self._out(ref, self.current or None)
-
-    def cuCtxSetCurrent(self, ctx):  # noqa: N802
-        self.current = int(ctx)
-        return 0
-
-    def cuModuleLoadData(self, ref, image):  # noqa: N802
-        return self._out(ref, 0x2000)
-
-    def cuModuleGetFunction(self, ref, module, name):  # noqa: N802
-        return self._out(ref, 0x3000)
-
-    def cuFuncGetAttribute(self, ref, attr, fn):  # noqa: N802
-        return self._out(ref, 0)
-
-    def cuFuncSetAttribute(self, fn, attr, value):  # noqa: N802
-        return 0
-
-    def cuGetErrorName(self, err, ref):  # noqa: N802
-        return 1
-
-    def cuTensorMapEncodeTiled(self, blob, dtype, rank, address, *rest):  # noqa: N802
-        blob[0] = address  # a map that says which tensor it describes
-        return 0
-
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):  # noqa: N802
-        def raw(x):
-            return getattr(x, "value", x) or 0
-
-        slots = (ctypes.c_void_p * len(self.kinds)).from_address(raw(params))
-        values = tuple(_READ[k].from_address(a).value for k, a in zip(self.kinds, slots))
-        self.launches.append(((gx, gy, gz), raw(stream), values))
-        return 0
-
-
 @pytest.fixture
 def libcuda(monkeypatch):
     lib = FakeLibcuda()
@@ -249,8 +185,7 @@ def test_tensor_maps_follow_their_tensors_address(libcuda):
     ]
 
 
-def test_jit_kernel_errors_after_the_fast_path_point_at_the_parameter(libcuda, monkeypatch):
-    import tilecraft
+def double_kernel():
     import tilecraft.language as T
 
     @T.prim_func
@@ -259,6 +194,13 @@ def test_jit_kernel_errors_after_the_fast_path_point_at_the_parameter(libcuda, m
             for i in T.Parallel(128):
                 B[bx * 128 + i] = A[bx * 128 + i] * 2.0
 
+    return double
+
+
+def test_jit_kernel_errors_after_the_fast_path_point_at_the_parameter(libcuda, monkeypatch):
+    import tilecraft
+
+    double = double_kernel()
     kernel = tilecraft.compile(double, target="auto", arch="sm_90a")
     libcuda.kinds = ["pointer", "pointer"]
     for _ in range(3):
@@ -326,14 +268,8 @@ def test_tensors_the_kernel_only_reads_may_share_memory_on_the_fast_path(libcuda
 
 def test_jit_in_place_call_after_fast_calls_points_at_the_written_parameter(libcuda):
     import tilecraft
-    import tilecraft.language as T
 
-    @T.prim_func
-    def double(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
-        with T.Kernel(2, threads=128) as bx:
-            for i in T.Parallel(128):
-                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
-
+    double = double_kernel()
     kernel = tilecraft.compile(double, target="auto", arch="sm_90a")
     libcuda.kinds = ["pointer", "pointer"]
     for _ in range(3):
