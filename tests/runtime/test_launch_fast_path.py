@@ -134,7 +134,7 @@ def test_outputs_are_allocated_per_call_with_the_bound_shape(libcuda):
     params = (TensorParam("x", "float32", ("n",)), TensorParam("out", "float32", ("n",)),
               ScalarParam("n", "int32", dim="n"))
     kernel, binds = make_kernel(libcuda, params, outputs=("out",))
-    kernel.checker._empty = lambda *shape, dtype, device: on_cuda(torch.empty(*shape, dtype=dtype))
+    kernel.checker.empty = lambda *shape, dtype, device: on_cuda(torch.empty(*shape, dtype=dtype))
     outs = []
     for n in (100, 100, 100, 7):
         x = on_cuda(torch.zeros(n))
@@ -150,7 +150,7 @@ def test_outputs_of_every_rank_are_allocated_on_the_fast_path(libcuda):
     params = (TensorParam("x", "float32", ("n", 3)), TensorParam("total", "float32", ()),
               TensorParam("out", "float16", (2, "n", 3)), ScalarParam("n", "int32", dim="n"))
     kernel, binds = make_kernel(libcuda, params, outputs=("total", "out"))
-    kernel.checker._empty = lambda *shape, dtype, device: on_cuda(torch.empty(*shape, dtype=dtype))
+    kernel.checker.empty = lambda *shape, dtype, device: on_cuda(torch.empty(*shape, dtype=dtype))
     for n in (5, 5, 5):
         total, out = kernel(on_cuda(torch.zeros(n, 3)))
         assert total.shape == () and total.dtype == torch.float32

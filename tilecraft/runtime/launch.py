@@ -5,8 +5,8 @@ c_int32/c_int64/c_float/... for scalars) and the `void*[]` array of their addres
 cuLaunchKernelEx reads. A launch writes the new values into the slots and passes the array's
 address; the driver copies the values at launch time, so the block is reused immediately.
 The `CUlaunchConfig` (with the cluster attribute, when there is one) is also built once.
-`DirectLaunch` is the fast path's launch (fast_call.py): one untyped ctypes cuLaunchKernel with
-the function handle and parameter array prebuilt, made once a ctypes launch loaded the function.
+`DirectLaunch` holds what the fast path's launch (fast_call.py) calls: one untyped ctypes
+cuLaunchKernel with the parameter array prebuilt, once a ctypes launch loaded the function.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ class ParamBlock:
         self._map_in: dict[int, Any] = {}  # map slot -> the blob last copied into it
         #: map slot -> (address, shape) of the map it holds, where the fast path wrote it
         self.map_held: dict[int, tuple] = {}
+        #: what the fast path last put in all map slots (its key: the remembered signature and
+        #: the maps' tensor addresses); None once anything else wrote one
+        self.maps_key: Any = None
 
     def slot(self, i: int) -> Any:
         """The ctypes object of parameter `i` (write `.value`; the fast path does, under the
@@ -90,6 +93,7 @@ class ParamBlock:
             ctypes.memmove(self._slots[i], blob, _MAP_BYTES)
             self._map_in[i] = blob
         self.map_held[i] = held
+        self.maps_key = None
 
     def values(self) -> list[Any]:
         return [bytes(s) if k == "tensormap" else s.value or 0
@@ -192,15 +196,18 @@ class Launcher:
         """Whether launches go through libcuda by ctypes (False until the first launch)."""
         return self._lib is not _UNDECIDED and self._lib is not None
 
-    def direct(self, device: int, smem: int) -> DirectLaunch | None:
-        """The ctypes launch of this kernel on `device` with `smem` bytes of dynamic shared
-        memory, for the fast path (fast_call.py); None unless a launch there went through
-        ctypes already (which loaded the function and knows the context)."""
+    def direct(self) -> DirectLaunch | None:
+        """The pieces of a one-call launch for the fast path (fast_call.py); None unless
+        launches go through ctypes (known after the first launch)."""
+        return DirectLaunch(self) if self.uses_ctypes() else None
+
+    def function_on(self, device: int, smem: int) -> tuple[int, int] | None:
+        """(function handle, primary context handle) of this kernel on `device` with `smem`
+        bytes of dynamic shared memory; None unless a ctypes launch there loaded the function
+        and made the context current already."""
         handle = self._handles.get((device, smem)) if self.uses_ctypes() else None
         primary = primary_context(device)
-        if handle is None or primary is None:
-            return None
-        return DirectLaunch(self, handle, smem, device, primary)
+        return None if handle is None or primary is None else (handle, primary)
 
     def _launch_ctypes(self, values, grid, smem: int, device: int, stream: int) -> None:
         """cuLaunchKernel through ctypes: one foreign call, no driver-binding objects."""
@@ -218,46 +225,50 @@ class Launcher:
 
 
 class DirectLaunch:
-    """One foreign call per launch: cuLaunchKernel through an untyped ctypes function pointer
-    (every argument a ctypes object, None or an int below 2^31: half the conversion cost of
-    typed arguments), the function handle and parameter array address prebuilt, one
-    cuCtxGetCurrent to confirm torch's primary context is current on this thread."""
+    """What the fast path's generated call (fast_call.py) needs to launch by one foreign call:
+    cuLaunchKernel and cuCtxGetCurrent through untyped ctypes function pointers (every argument
+    a ctypes object, None or an int below 2^31: half the conversion cost of typed arguments),
+    the parameter array's address, the block whose slots the caller writes while holding
+    `lock`, and the stream handles as ctypes objects. The call reads, in this order:
 
-    __slots__ = ("_block", "_ctx", "_ctx_ref", "_get_ctx", "_handle", "_launch", "_name",
-                 "_params", "_primary", "_smem", "_streams", "block", "device", "lock")
+        lock.acquire(); <write the slots>
+        if get_ctx(ctx_ref) or ctx.value != primary: ensure_context(device)
+        err = cu_launch(function, gx, gy, gz, bx, by, bz, smem, stream_arg(s), params, None)
+        lock.release(); if err: failed(err)
 
-    def __init__(self, launcher: Launcher, handle: int, smem: int, device: int, primary: int):
+    One per Launcher: `ctx` is scratch space written under `lock`."""
+
+    __slots__ = ("block", "ctx", "ctx_ref", "cu_launch", "get_ctx", "lock", "name", "params",
+                 "streams")
+
+    def __init__(self, launcher: Launcher):
         lib = launcher._lib
-        self._launch = untyped(lib, "cuLaunchKernel")
-        self._get_ctx = untyped(lib, "cuCtxGetCurrent")
-        self._ctx = ctypes.c_void_p(primary)  # cuCtxGetCurrent writes here
-        self._ctx_ref = ctypes.byref(self._ctx)
-        self._primary = primary
-        self.device = device
-        self._handle = ctypes.c_void_p(handle)
-        self._params = ctypes.c_void_p(launcher.params.address or None)
-        self._block = launcher.block
-        self._smem = smem
-        self._name = launcher.kernel.name
-        self._streams: dict[int, Any] = {0: None}
+        self.cu_launch = untyped(lib, "cuLaunchKernel")
+        self.get_ctx = untyped(lib, "cuCtxGetCurrent")
+        self.ctx = ctypes.c_void_p()  # cuCtxGetCurrent writes here
+        self.ctx_ref = ctypes.byref(self.ctx)
+        self.params = ctypes.c_void_p(launcher.params.address or None)
         #: the parameter block, whose slots the caller writes while holding `lock`
         self.block = launcher.params
         self.lock = launcher._lock
+        self.name = launcher.kernel.name
+        #: raw stream handle -> the ctypes object cuLaunchKernel takes (0: NULL)
+        self.streams: dict[int, Any] = {0: None}
 
-    def __call__(self, grid: tuple[int, int, int], stream: int) -> None:
-        """Launch with the values already in the parameter block (the caller holds `lock`)."""
-        s = self._streams.get(stream)
+    def stream_arg(self, stream: int) -> Any:
+        """The ctypes argument for raw stream handle `stream` (kept: the next call finds it in
+        `streams`)."""
+        s = self.streams.get(stream)
         if s is None and stream:
-            if len(self._streams) > 64:
-                self._streams = {0: None}
-            s = self._streams[stream] = ctypes.c_void_p(stream)
-        if self._get_ctx(self._ctx_ref) or self._ctx.value != self._primary:
-            ensure_context(self.device)
-        bx, by, bz = self._block
-        err = self._launch(self._handle, grid[0], grid[1], grid[2], bx, by, bz, self._smem, s,
-                           self._params, None)
-        if err:
-            check((driver_module().CUresult(err),), f"cuLaunchKernel({self._name})")
+            if len(self.streams) > 64:
+                self.streams.clear()
+                self.streams[0] = None
+            s = self.streams[stream] = ctypes.c_void_p(stream)
+        return s
+
+    def failed(self, err: int) -> None:
+        """Raise the CudaError of a cuLaunchKernel that returned `err`."""
+        check((driver_module().CUresult(err),), f"cuLaunchKernel({self.name})")
 
 
 _raw_stream: Callable[[int], int] | None = None
@@ -265,10 +276,15 @@ _raw_stream: Callable[[int], int] | None = None
 
 def current_stream(device: int) -> int:
     """Raw handle of torch's current stream on `device`."""
+    return raw_stream_function()(device)
+
+
+def raw_stream_function() -> Callable[[int], int]:
+    """The function `current_stream` calls (found once): device index -> raw stream handle."""
     global _raw_stream
     if _raw_stream is None:
         _raw_stream = _find_raw_stream()
-    return _raw_stream(device)
+    return _raw_stream
 
 
 def _find_raw_stream() -> Callable[[int], int]:
