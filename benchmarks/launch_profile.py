@@ -1,7 +1,12 @@
 """Where the host time of a kernel call goes: per-call times and cProfile of a small GEMM.
 
-Usage (on a GPU):   PYTHONPATH=$PWD python3 benchmarks/launch_profile.py
-Usage (no GPU):     PYTHONPATH=$PWD python3 benchmarks/launch_profile.py --cpu
+Usage (on a GPU):   PYTHONPATH=$PWD python3 benchmarks/launch_profile.py [--parts]
+Usage (no GPU):     PYTHONPATH=$PWD python3 benchmarks/launch_profile.py --cpu [--parts]
+
+`--parts` adds the time of each step of a fast-path call of the C-passed kernel, timed alone
+(the steps of runtime/fast_source.py's generated call: signature and lookup, data pointers,
+torch's current stream, the lock, the slot writes, cuCtxGetCurrent, cuLaunchKernel) and of the
+ways to allocate the output.
 
 The GEMM is examples/gemm.py's `matmul(256, 256, 256)` (out_idx: the kernel allocates C), also
 called through its RuntimeKernel without out_idx (C passed). 2000 back-to-back calls, no sync.
@@ -72,6 +77,8 @@ def gpu() -> None:
                                                      device="cuda"), sync, repeats=3)
     torch.testing.assert_close(kernel(a, b).float(), (a.float() @ b.float()), atol=0.1,
                                rtol=0.01)
+    if "--parts" in sys.argv:
+        parts(plain, (a, b, c), sync)
     profile(lambda: kernel(a, b), sync)
 
 
@@ -104,7 +111,66 @@ def cpu() -> None:
     per_call("C passed", lambda: plain(a, b, c), repeats=5)
     per_call("torch.empty only (CPU)", lambda: torch.empty(256, 256, dtype=torch.float16),
              repeats=5)
+    if "--parts" in sys.argv:
+        parts(plain, (a, b, c))
     profile(lambda: plain(a, b, c))
+
+
+def parts(kernel, args, sync=lambda: None) -> None:
+    """Each step of a fast-path call of `kernel` on `args` (after a first call), timed alone."""
+    import torch
+
+    from tilecraft.runtime.fast_call import signature
+    from tilecraft.runtime.fast_source import signature_source
+    from tilecraft.runtime.launch import raw_stream_function
+
+    fast = kernel._fast
+    direct, entries = fast._direct, fast._entries
+    entry = entries[signature(args, fast._plan)]
+    x = args[0]
+    raw, lock, block = raw_stream_function(), direct.lock, direct.block
+    slots = [block.slot(t.slot) for t in fast._plan.tensors]
+    pointers = [t.data_ptr() for t in args]
+    gx, gy, gz = entry.grid
+    bx, by, bz = kernel._launcher.block
+    smem, device = kernel.launch_spec.smem, entry.device
+    stream = direct.stream_arg(raw(device))
+
+    def cu_launch():
+        direct.cu_launch(entry.function, gx, gy, gz, bx, by, bz, smem, stream, direct.params,
+                         None)
+
+    def write_slots():
+        for slot, p in zip(slots, pointers):
+            slot.value = p
+
+    def locked():
+        lock.acquire()
+        lock.release()
+
+    names = ", ".join(f"t{k}" for k in range(len(args))) + ","
+    lookup = eval(f"lambda {names}: entries.get(({signature_source(fast._plan)}))",
+                  {"entries": entries})  # as the generated call writes it
+
+    steps = {
+        "fast call, whole": lambda: fast.call(args, None),
+        "signature + lookup": lambda: lookup(*args),
+        f"{len(args)} data_ptr()": lambda: [t.data_ptr() for t in args],
+        "torch's current stream": lambda: raw(device),
+        "lock acquire + release": locked,
+        f"{len(slots)} slot writes": write_slots,
+        "cuCtxGetCurrent": lambda: direct.get_ctx(direct.ctx_ref),
+        "cuLaunchKernel": cu_launch,
+        "torch.empty(*sizes, dtype=, device=)": lambda: torch.empty(
+            *x.shape, dtype=x.dtype, device=entry.where),
+        "torch.empty(sizes, dtype=, device=)": lambda: torch.empty(
+            x.shape, dtype=x.dtype, device=entry.where),
+        "torch.empty_strided": lambda: torch.empty_strided(
+            x.shape, x.stride(), dtype=x.dtype, device=entry.where),
+        "torch.empty_like": lambda: torch.empty_like(x),
+    }
+    for label, fn in steps.items():  # the loops in Python add about 0.1 us to each
+        per_call(f"  {label}", fn, sync, repeats=5)
 
 
 def _dry_lib():

@@ -50,6 +50,14 @@ from .arg_plan import CallPlan
 from .launch import DirectLaunch
 
 
+def signature_source(plan: CallPlan) -> str:
+    """The expression of the signature tuple (fast_call.signature) over tensors named t0, t1,
+    ... in plan order."""
+    return ", ".join(f"type(t{k}), t{k}.dtype, t{k}.shape, "
+                     f"t{k}.{'is_contiguous' if t.contiguous else 'stride'}(), t{k}.device"
+                     for k, t in enumerate(plan.tensors)) + ","
+
+
 def call_source(plan: CallPlan, direct: DirectLaunch, block: tuple[int, int, int], smem: int,
                 pointer_of: dict[int, int]) -> tuple[str, dict[str, Any]]:
     """(source of `call`, the names it reads that are this kernel's own)."""
@@ -67,15 +75,13 @@ def call_source(plan: CallPlan, direct: DirectLaunch, block: tuple[int, int, int
         "cu_launch": direct.cu_launch, "params": direct.params, "streams": direct.streams,
         "stream_arg": direct.stream_arg, "failed": direct.failed,
     }
-    sig = ", ".join(f"type({t}), {t}.dtype, {t}.shape, "
-                    f"{t}.{'is_contiguous' if p.contiguous else 'stride'}(), {t}.device"
-                    for t, p in zip(tensors, plan.tensors))
+    sig = signature_source(plan)
     unpack = ", ".join(names) + ("," if len(names) == 1 else "")
     lines = [
         "def call(args, stream):",
         "    try:",
         f"        {unpack} = args",
-        f"        entry = entries.get(({sig},))",
+        f"        entry = entries.get(({sig}))",
         "    except Exception:  # a wrong count, not a tensor, or one without strides",
         "        return MISS",
         "    if entry is None:",
