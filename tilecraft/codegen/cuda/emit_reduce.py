@@ -4,8 +4,11 @@
 2. lanes that held other parts of the same row combine by butterfly __shfl_xor_sync over the
    reduced dimension's thread modes inside a warp (every lane ends with the result);
 3. modes that cross warps go through a shared scratch slot (plan_shared_memory): write, barrier,
-   every thread reads its group's partials and combines them in one order (replicas hold
-   identical bits), barrier;
+   then each lane of a warp reads one warp's partial (the lanes that shared a row pick the
+   warps by their lane bits) and a butterfly of shuffles combines them: one load and log2(warps)
+   shuffles per thread; where a row spans fewer lanes than warps, every thread reads its group's
+   partials and combines them in one order. Replicas hold identical bits either way (a butterfly
+   adds the same pairs at every lane: a + b == b + a); barrier;
 4. the result lands in the (replicated) output registers, combined with them when clear=False.
 """
 
@@ -109,25 +112,17 @@ def emit_reduce(em, op: Reduce) -> None:
     if warp_offs:
         off = em.state.reduce_scratch[id(op)]
         nt = em.state.num_threads
-        masks = sorted({sum(c) for r in range(len(warp_offs) + 1)
-                        for c in itertools.combinations(warp_offs, r)} - {0})
         em.w(f"{t}* scratch = reinterpret_cast<{t}*>(tc_smem + {off});")
         if em.read_since_sync:
             em.sync()
         em.w("#pragma unroll")
         em.w(f"for (int j = 0; j < {ld.local_size}; ++j) scratch[j * {nt} + tid] = red[j];")
         em.sync()
-        # every thread of a group reads the group's partials in one order and combines them in
-        # that order: replicas hold the same bits. (A balanced tree of the loads raised the
-        # registers of a 512-thread softmax 64 -> 72, one block per SM, 49% of copy speed.)
         em.w(f"const int rbase = tid & ~{sum(warp_offs)};")
-        em.w("#pragma unroll")
-        em.open(f"for (int j = 0; j < {ld.local_size}; ++j)")
-        em.w(f"const {t}* group = scratch + j * {nt} + rbase;  // the group's partials")
-        em.w("red[j] = group[0];")
-        for mk in masks:  # (rbase has these bits clear: `+` gives immediate load offsets)
-            em.w(f"red[j] = {_combine(op.kind, t, 'red[j]', f'group[{mk}]')};")
-        em.close()
+        if len(lane_offs) >= len(warp_offs):
+            _combine_partials_by_shuffle(em, op.kind, t, ld.local_size, nt, lane_offs, warp_offs)
+        else:
+            _combine_partials_in_order(em, op.kind, t, ld.local_size, nt, warp_offs)
         em.sync()
     dt = ctype(dst.dtype)
     em.w("#pragma unroll")
@@ -137,4 +132,36 @@ def emit_reduce(em, op: Reduce) -> None:
         cur = f"tc::cast<{t}>({em.name_buf(dst)}[j])"
         em.w(f"for (int j = 0; j < {ld.local_size}; ++j) {em.name_buf(dst)}[j] = "
              f"tc::cast<{dt}>({_combine(op.kind, t, cur, 'red[j]')});")
+    em.close()
+
+
+def _combine_partials_by_shuffle(em, kind: str, t: str, rows: int, nt: int,
+                                 lane_offs: list[int], warp_offs: list[int]) -> None:
+    """Lane bit lane_offs[i] picks warp bit warp_offs[i]: the 2^k lanes that differ in the first k
+    reduced lane bits read the k warps' partials, then shuffle over those bits (warp bits are
+    above every lane bit: each pick is a left shift)."""
+    pairs = list(zip(lane_offs, warp_offs))
+    pick = " | ".join(f"((tid & {lo}) << {(wo // lo).bit_length() - 1})" for lo, wo in pairs)
+    em.w(f"const int pick = {pick};  // the warp whose partial this lane reads")
+    em.w("#pragma unroll")
+    em.open(f"for (int j = 0; j < {rows}; ++j)")
+    em.w(f"red[j] = scratch[j * {nt} + rbase + pick];")
+    for lo, _ in pairs:
+        em.w(f"red[j] = {_combine(kind, t, 'red[j]', f'__shfl_xor_sync(0xffffffffu, red[j], {lo})')};")
+    em.close()
+
+
+def _combine_partials_in_order(em, kind: str, t: str, rows: int, nt: int,
+                               warp_offs: list[int]) -> None:
+    """Every thread of a group reads the group's partials in one order and combines them in that
+    order. (A balanced tree of the loads raised the registers of a 512-thread softmax 64 -> 72,
+    one block per SM, 49% of copy speed.)"""
+    masks = sorted({sum(c) for r in range(len(warp_offs) + 1)
+                    for c in itertools.combinations(warp_offs, r)} - {0})
+    em.w("#pragma unroll")
+    em.open(f"for (int j = 0; j < {rows}; ++j)")
+    em.w(f"const {t}* group = scratch + j * {nt} + rbase;  // the group's partials")
+    em.w("red[j] = group[0];")
+    for mk in masks:  # (rbase has these bits clear: `+` gives immediate load offsets)
+        em.w(f"red[j] = {_combine(kind, t, 'red[j]', f'group[{mk}]')};")
     em.close()
