@@ -29,6 +29,7 @@ current stream are read at every call, never remembered.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -107,7 +108,7 @@ class FastCall:
             found = self._launcher.function_on(bound.device, self._smem)
             if found is None:
                 return
-            function, primary = _handle(found[0]), found[1]
+            function, primary = ctypes.c_void_p(found[0]), found[1]
         try:
             key = signature(args, plan)
         except Exception:  # noqa: BLE001 - what the call would miss on: nothing to remember
@@ -148,12 +149,6 @@ class FastCall:
         kernel = self._checker.kernel
         exec(compile(self.source, f"<tilecraft fast call of {kernel}>", "exec"), env)
         return env["call"]
-
-
-def _handle(function: int) -> Any:
-    import ctypes
-
-    return ctypes.c_void_p(function)
 
 
 def _maps_held(entry: _Accepted, pointers: tuple[int, ...], block: Any) -> bool:
