@@ -114,15 +114,14 @@ def check(prog, mode: str, workdir: Path, source: str | None = None) -> Outcome:
 
 
 def _compile(out: Outcome, func, arch: str) -> None:
-    from tilecraft.codegen.cuda.build import generate_cuda
-    from tilecraft.runtime import compile_cuda
+    from tilecraft.codegen.cuda.build import compile_generated, generate_cuda
 
     ok, gen = _guard(out, f"codegen {arch}", lambda: generate_cuda(func, arch))
     if not ok:
         return
-    ok, cubin = _guard(out, f"nvrtc {arch}", lambda: compile_cuda(gen.source, arch, name=gen.name))
+    ok, built = _guard(out, f"nvrtc {arch}", lambda: compile_generated(gen, arch))
     if ok:
-        res = cubin.resources
+        res = built[0].resources
         if res.spill_stores or res.spill_loads:
             out.add("spill", f"ptxas {arch}", "spill", f"{res.spill_stores} spill stores, "
                     f"{res.spill_loads} spill loads, {res.registers} registers")
