@@ -58,6 +58,19 @@ class KernelState:
     reduce_scratch: dict[int, int] = field(default_factory=dict)  # id(Reduce) -> arena offset
     smem_arena: list[Any] = field(default_factory=list)  # ArenaItems: live ranges and offsets
 
+    def lowered_func(self) -> PrimFunc:
+        """The function with the kernel as the passes left it (schedule_loads rewrites it); the
+        interpreter runs it to check a rewrite against the original."""
+        import dataclasses
+
+        from tilecraft.ir.rewrite import replace_stmt
+        from tilecraft.ir.visitor import walk
+
+        old = next(s for s in walk(self.func.body) if isinstance(s, KernelLaunch))
+        if self.kernel is None or old is self.kernel:
+            return self.func
+        return dataclasses.replace(self.func, body=replace_stmt(self.func.body, old, self.kernel))
+
     @property
     def num_threads(self) -> int:
         assert self.kernel is not None

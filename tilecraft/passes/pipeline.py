@@ -1,6 +1,7 @@
 """The pass pipeline: one ordered list; each pass declares what it requires and produces.
 
-    legalize -> plan_pipeline -> infer_layouts -> plan_shared_memory  (then codegen/cuda)
+    legalize -> schedule_loads -> plan_pipeline -> infer_layouts -> plan_shared_memory
+    (then codegen/cuda). schedule_loads rewrites the kernel (state.kernel); the others analyse.
 
 Tile-op lowering and pipeline injection happen in the CUDA emitters (codegen/cuda/emit_*.py),
 which read the facts produced here; see docs/compiler.md.
@@ -21,6 +22,7 @@ from .layout_inference import infer_layouts
 from .legalize import legalize
 from .plan_pipeline import plan_pipeline
 from .plan_shared_memory import plan_shared_memory
+from .schedule_loads import schedule_loads
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,9 @@ def _p(name, fn, requires=(), produces=()):
 
 PASSES: tuple[Pass, ...] = (
     _p("legalize", legalize, produces={"legal"}),
-    _p("plan_pipeline", plan_pipeline, requires={"legal"}, produces={"pipelines"}),
-    _p("infer_layouts", infer_layouts, requires={"legal"}, produces={"layouts"}),
+    _p("schedule_loads", schedule_loads, requires={"legal"}, produces={"loads_scheduled"}),
+    _p("plan_pipeline", plan_pipeline, requires={"loads_scheduled"}, produces={"pipelines"}),
+    _p("infer_layouts", infer_layouts, requires={"loads_scheduled"}, produces={"layouts"}),
     _p("plan_shared_memory", plan_shared_memory, requires={"pipelines", "layouts"},
        produces={"smem_plan"}),
 )

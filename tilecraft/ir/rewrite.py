@@ -1,0 +1,59 @@
+"""Rebuilding immutable IR: substitute variables, replace one statement.
+
+The IR's nodes are frozen dataclasses; these helpers walk their fields generically, so a new
+node kind needs no change here. Buffers are left alone (their shapes are not rewritten).
+
+    body = substitute(loop.body, {loop.var: loop.start})   # a one-iteration loop's body
+    new_root = replace_stmt(root, old_stmt, new_stmt)      # by identity, not equality
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .buffer import Buffer
+from .expr import Expr, Var
+from .stmt import Stmt
+
+
+def substitute(node: Any, mapping: dict[Var, Expr]) -> Any:
+    """`node` with every occurrence of a key of `mapping` replaced by its value; unchanged
+    subtrees keep their identity (a node without a mapped variable is returned as is)."""
+    if not mapping:
+        return node
+    return _map(node, lambda n: mapping.get(n) if isinstance(n, Var) else None)
+
+
+def replace_stmt(root: Stmt, old: Stmt, new: Stmt) -> Stmt:
+    """`root` with the statement that *is* `old` (identity) replaced by `new`."""
+    return _map(root, lambda n: new if n is old else None)
+
+
+def _map(node: Any, visit) -> Any:
+    hit = visit(node)
+    if hit is not None:
+        return hit
+    if isinstance(node, tuple):
+        items = tuple(_map(x, visit) for x in node)
+        return node if all(a is b for a, b in zip(items, node)) else items
+    if isinstance(node, Buffer) or not dataclasses.is_dataclass(node) or isinstance(node, type):
+        return node
+    if not isinstance(node, (Expr, Stmt)) and not _holds_ir(node):
+        return node
+    changes = {}
+    for f in dataclasses.fields(node):
+        if not f.init:
+            continue
+        old = getattr(node, f.name)
+        new = _map(old, visit)
+        if new is not old:
+            changes[f.name] = new
+    return dataclasses.replace(node, **changes) if changes else node
+
+
+def _holds_ir(node: Any) -> bool:
+    """Dataclasses other than Expr/Stmt (BufferRegion, PipelineInfo, ...) are rebuilt only when
+    a field may hold IR."""
+    return any(isinstance(getattr(node, f.name), (Expr, Stmt, tuple))
+               for f in dataclasses.fields(node))
