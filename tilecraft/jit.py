@@ -162,8 +162,10 @@ class JITKernel:
         from tilecraft.args import written_params
         from tilecraft.runtime import ArgChecker, RuntimeKernel
 
+        from tilecraft.options import CompileOptions
+
         func = self.func
-        cuda = build_cuda_kernel(func, arch=self.arch)
+        cuda = build_cuda_kernel(func, options=CompileOptions.from_env(self.arch))
         built = cuda.runtime
         checker = ArgChecker(
             built.params,

@@ -21,6 +21,7 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.diagnostics.errors import entry_point
 from tilecraft.jit import JITKernel, _interpret_forced
 from tilecraft.jit_options import call_span
+from tilecraft.options import switches_from_env
 
 
 class JITFactory:
@@ -40,7 +41,7 @@ class JITFactory:
     @entry_point
     def __call__(self, *args, **kwargs) -> JITKernel:
         try:
-            key = (args, tuple(sorted(kwargs.items())))
+            key = (args, tuple(sorted(kwargs.items())), switches_from_env())
             hash(key)
         except TypeError:
             key = None

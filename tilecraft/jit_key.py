@@ -1,7 +1,7 @@
 """The jit cache's key: a fingerprint of a factory call by value (see jit_cache.py).
 
 `call_key(factory, args, kwargs, options)` hashes this format's number, tilecraft's version and
-sources, the Python and NVRTC versions, the target, the jit options, the factory (file, code,
+sources, the Python and NVRTC versions, the CompileOptions (target and switches), the jit options, the factory (file, code,
 defaults, and what it reads from closures and globals, recursively) and the bound arguments.
 `Fingerprint` does the by-value walk; a value it cannot capture raises `Unkeyable` and the call
 is then simply not cached.
@@ -24,9 +24,7 @@ from typing import Any
 import tilecraft
 from tilecraft._frozen import Frozen
 
-FORMAT = 2
-# environment variables that change the generated code
-CODEGEN_ENV = ("TILECRAFT_WGMMA", "TILECRAFT_WGMMA_PIPE", "TILECRAFT_TMA", "TILECRAFT_TMA_EMPTY")
+FORMAT = 3
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -58,8 +56,8 @@ def call_key(
     factory: Callable, args: tuple, kwargs: dict, options: Mapping[str, Any]
 ) -> str | None:
     """The key of `factory(*args, **kwargs)` under the jit `options`; None when uncacheable."""
+    from tilecraft.options import CompileOptions
     from tilecraft.runtime.nvrtc import nvrtc_release
-    from tilecraft.targets import current_target, target_from_arch
 
     try:
         bound = inspect.signature(factory).bind(*args, **kwargs)
@@ -70,8 +68,7 @@ def call_key(
     fp = Fingerprint()
     fp.add("format", FORMAT, tilecraft.__version__, tilecraft_sources_hash(), sys.version)
     fp.add("nvrtc", nvrtc_release())
-    fp.add("target", repr(target_from_arch(arch) if arch else current_target()))
-    fp.add("env", *(os.environ.get(v, "") for v in CODEGEN_ENV))
+    fp.add("compile options", *CompileOptions.from_env(arch).key())
     try:
         fp.value(dict(options))
         if isinstance(factory, types.FunctionType):

@@ -11,6 +11,7 @@ without a GPU compile for one), the live GPU (through torch), then a fallback (H
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from tilecraft._frozen import Frozen, _set
 
@@ -208,17 +209,24 @@ def _from_torch_device(index: int | None = None) -> Target | None:
     )
 
 
-def current_target(fallback: Target | None = H100_SXM, device: int | None = None) -> Target:
-    """The target to compile for now: `$TILECRAFT_ARCH`, else the live GPU, else `fallback`.
-
-    Raises LookupError when nothing applies and `fallback` is None.
-    """
-    env = os.environ.get("TILECRAFT_ARCH")
-    if env:
-        return target_from_arch(env)
+def detect_target(fallback: Target | None = H100_SXM, device: int | None = None) -> Target:
+    """The live GPU's target, else `fallback` (LookupError when that is None too)."""
     live = _from_torch_device(device)
     if live is not None:
         return live
     if fallback is None:
         raise LookupError("no CUDA GPU found and $TILECRAFT_ARCH is not set")
     return fallback
+
+
+def current_target(fallback: Target | None = H100_SXM, device: int | None = None,
+                   environ: Mapping[str, str] | None = None) -> Target:
+    """The target to compile for now: `$TILECRAFT_ARCH`, else the live GPU, else `fallback`.
+
+    Raises LookupError when nothing applies and `fallback` is None. (The compiler below jit.py
+    does not call this: it gets its target in `CompileOptions`.)
+    """
+    env = (os.environ if environ is None else environ).get("TILECRAFT_ARCH")
+    if env:
+        return target_from_arch(env)
+    return detect_target(fallback, device)

@@ -8,12 +8,13 @@ import re
 import tilecraft
 import tilecraft.language as T
 from tilecraft.codegen.cuda.build import generate_cuda
+from tilecraft.options import CompileOptions
 from tilecraft.codegen.cuda.emit_gemm import _c_eval
 from tilecraft.codegen.cuda.indexing import swizzle_params
 
 
-def _source(factory) -> str:
-    return generate_cuda(factory.func, "sm_90a").source
+def _source(factory, **switches) -> str:
+    return generate_cuda(factory.func, options=CompileOptions.for_arch("sm_90a", **switches)).source
 
 
 def _swizzled(cols: int, r: int, c: int) -> int:
@@ -246,9 +247,8 @@ def split_k_named_split():
     return k
 
 
-def test_hoisted_copy_pointers_keep_variables_ending_in_it(monkeypatch):
-    monkeypatch.setenv("TILECRAFT_TMA", "0")  # the cp.async copies (TMA issues no such pointer)
-    src = _source(split_k_named_split())
+def test_hoisted_copy_pointers_keep_variables_ending_in_it():
+    src = _source(split_k_named_split(), tma=False)  # cp.async copies (TMA issues no pointer)
     ptrs = [ln for ln in src.splitlines() if "const half* src_t =" in ln]
     assert ptrs and all("(split_ * 256)" in ln for ln in ptrs), ptrs[:1]  # not `spl0 * 256`
 

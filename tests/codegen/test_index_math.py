@@ -33,11 +33,10 @@ def test_chunk_coords_cover_every_chunk_once(cshape, threads):
 
 @pytest.mark.parametrize("tile", [(128, 128, 32, 128, 3), (128, 256, 64, 256, 3),
                                   (256, 128, 128, 256, 2), (64, 64, 32, 128, 3)])
-def test_gemm_ldmatrix_addresses_use_one_offset_per_operand(tile, monkeypatch):
+def test_gemm_ldmatrix_addresses_use_one_offset_per_operand(tile):
     """Every ldmatrix of the GEMM mainloop goes through the per-thread a_off / b_off (the
     decomposition (off ^ X) + Y is verified for every thread inside offset_plan). The mma.sync
     path: by default this gemm runs on wgmma on sm_90a, which reads shared memory by descriptor."""
-    monkeypatch.setenv("TILECRAFT_WGMMA", "0")
     import sys
     from pathlib import Path
 
@@ -45,10 +44,11 @@ def test_gemm_ldmatrix_addresses_use_one_offset_per_operand(tile, monkeypatch):
     from gemm import matmul
 
     from tilecraft.codegen.cuda.build import generate_cuda
+    from tilecraft.options import CompileOptions
 
     bm, bn, bk, threads, stages = tile
     kernel = matmul(1024, 1024, 1024, bm, bn, bk, num_stages=stages, threads=threads)
-    src = generate_cuda(kernel.func, "sm_90a").source
+    src = generate_cuda(kernel.func, options=CompileOptions.for_arch("sm_90a", wgmma=False)).source
     loads = [ln for ln in src.splitlines() if "tc::ldmatrix" in ln]
     assert loads and all("a_off" in ln or "b_off" in ln for ln in loads), loads[:3]
 

@@ -6,15 +6,17 @@ from pathlib import Path
 import pytest
 
 from tilecraft.codegen.cuda.build import generate_cuda
+from tilecraft.options import CompileOptions
 from tilecraft.runtime import TensorMapParam
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from gemm import matmul  # noqa: E402
 
 
-def _gen(*shape, arch="sm_90a", cfg=(128, 256, 64, 4, 256)):
+def _gen(*shape, arch="sm_90a", cfg=(128, 256, 64, 4, 256), **switches):
     bm, bn, bk, st, th = cfg
-    return generate_cuda(matmul(*shape, bm, bn, bk, num_stages=st, threads=th).func, arch)
+    return generate_cuda(matmul(*shape, bm, bn, bk, num_stages=st, threads=th).func,
+                         options=CompileOptions.for_arch(arch, **switches))
 
 
 def test_gemm_tiles_come_by_tma():
@@ -38,15 +40,12 @@ def test_narrow_k_tiles_use_the_matching_swizzle(cfg, a_box, swizzle):
 
 
 @pytest.mark.parametrize("why, kwargs, shape", [
-    ("switched off", {"env": "0"}, (1024, 1024, 1024)),
+    ("switched off", {"tma": False}, (1024, 1024, 1024)),
     ("no TMA before sm_90", {"arch": "sm_80"}, (1024, 1024, 1024)),
     ("rows of A are 120 bytes", {}, (1024, 1024, 60)),
 ])
-def test_cp_async_where_tma_does_not_apply(monkeypatch, why, kwargs, shape):
-    if "env" in kwargs:
-        monkeypatch.setenv("TILECRAFT_TMA", kwargs["env"])
-    arch = kwargs.get("arch", "sm_90a")
-    gen = _gen(*shape, arch=arch, cfg=(128, 128, 32, 3, 128))
+def test_cp_async_where_tma_does_not_apply(why, kwargs, shape):
+    gen = _gen(*shape, cfg=(128, 128, 32, 3, 128), **kwargs)
     assert not any(isinstance(p, TensorMapParam) for p in gen.params), why
     assert "tc::tma_load(" not in gen.source.split('extern "C"')[1]
 
@@ -60,11 +59,10 @@ def test_tma_gemm_compiles_without_spills():
     assert res.spill_stores == 0 and res.registers <= 128
 
 
-def test_the_wgmma_mainloop_frees_stages_by_mbarrier(monkeypatch):
+def test_the_wgmma_mainloop_frees_stages_by_mbarrier():
     loop = _gen(1024, 1024, 1024).source.split("for (int k_iter")[1].split("tc::wgmma_wait<0>")[0]
     assert "__syncthreads" not in loop
     assert "tc::mbarrier_arrive(&tma_empty_2[stage_r == 0 ? 3 : stage_r - 1]);" in loop
     assert "tc::mbarrier_wait(&tma_empty_2[stage_w], ((k_iter - 2) / 4) & 1);" in loop
-    monkeypatch.setenv("TILECRAFT_TMA_EMPTY", "0")
-    loop = _gen(1024, 1024, 1024).source.split("for (int k_iter")[1].split("tc::wgmma_wait<0>")[0]
+    loop = _gen(1024, 1024, 1024, tma_empty_barriers=False).source.split("for (int k_iter")[1].split("tc::wgmma_wait<0>")[0]
     assert "__syncthreads" in loop and "tma_empty" not in loop

@@ -11,6 +11,7 @@ import pytest
 from tilecraft.codegen.cuda.build import generate_cuda
 from tilecraft.codegen.cuda.indexing import swizzled_offset
 from tilecraft.layout import row_major
+from tilecraft.options import CompileOptions
 from tilecraft.layout.swizzle import make_swizzled_layout
 from tilecraft.layout.wgmma import operand_descriptor
 from tilecraft.passes.layout_inference.rules_gemm import c_layout, wgmma_c_layout
@@ -62,16 +63,15 @@ def test_descriptor_start_offsets_follow_the_layout():
         assert start == 2 * lay.offset(64 * t, 16 * kk)
 
 
-def _state(kernel, arch="sm_90a"):
-    return generate_cuda(kernel.func, arch).state
+def _state(kernel, arch="sm_90a", **switches):
+    return generate_cuda(kernel.func, options=CompileOptions.for_arch(arch, **switches)).state
 
 
-def test_gemm_runs_on_wgmma_on_sm90a_only(monkeypatch):
+def test_gemm_runs_on_wgmma_on_sm90a_only():
     k = matmul(1024, 1024, 1024, 128, 256, 64, num_stages=3, threads=256)
     assert list(_state(k).gemm_wgmma.values()) == [(2, 1)]  # m64n256 per warpgroup
     assert not _state(k, "sm_80").gemm_wgmma
-    monkeypatch.setenv("TILECRAFT_WGMMA", "0")
-    assert not _state(k).gemm_wgmma
+    assert not _state(k, wgmma=False).gemm_wgmma
 
 
 def test_wgmma_accumulator_layout():

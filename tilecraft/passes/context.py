@@ -38,6 +38,7 @@ class KernelState:
 
     func: PrimFunc
     target: Target
+    options: Any = None  # CompileOptions (tilecraft/options.py): the switches of this build
     kernel: KernelLaunch | None = None
     produced: set[str] = field(default_factory=set)
     # layout inference

@@ -9,12 +9,12 @@ which read the facts produced here; see docs/compiler.md.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tilecraft.ir import PrimFunc
+from tilecraft.options import CompileOptions
 from tilecraft.targets import Target
 
 from .context import KernelState
@@ -61,18 +61,20 @@ def check_order(passes: tuple[Pass, ...] = PASSES) -> None:
 check_order()
 
 
-def lower(func: PrimFunc, target: Target, passes: tuple[Pass, ...] = PASSES) -> KernelState:
-    """Run the pass list over `func`; returns the filled KernelState."""
-    state = KernelState(func=func, target=target)
-    dump = os.environ.get("TILECRAFT_DUMP_IR")
+def lower(func: PrimFunc, target: Target | CompileOptions,
+          passes: tuple[Pass, ...] = PASSES) -> KernelState:
+    """Run the pass list over `func` for a target (default switches) or a CompileOptions;
+    returns the filled KernelState."""
+    options = target if isinstance(target, CompileOptions) else CompileOptions(target)
+    state = KernelState(func=func, target=options.target, options=options)
     for p in passes:
         missing = p.requires - state.produced
         if missing:
             raise RuntimeError(f"pass `{p.name}` requires {sorted(missing)}")
         p.run(state)
         state.produced |= p.produces
-        if dump:
-            _dump(Path(dump), func, p.name, state)
+        if options.dump_ir:
+            _dump(Path(options.dump_ir), func, p.name, state)
     return state
 
 

@@ -19,7 +19,7 @@ from tilecraft.ir import (BinOp, Buffer, Cast, Const, For, Gemm, LetStmt, PrimFu
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import walk
 from tilecraft.passes import lower
-from tilecraft.targets import current_target, target_from_arch
+from tilecraft.options import CompileOptions
 
 from .cexpr import ctype
 from .emitter import KernelEmitter
@@ -141,12 +141,22 @@ def _work_grows_with(kernel, v: Var, ranges: dict) -> bool:
                for lo, hi in zip(extents(r[0]), extents(r[1])))
 
 
-def generate_cuda(func: PrimFunc, arch: str | None = None) -> GeneratedKernel:
+def _options(arch: str | None, options: CompileOptions | None) -> CompileOptions:
+    """`options`, else the defaults for `arch` (the environment is read in jit.py, not here)."""
+    if options is None:
+        return CompileOptions.for_arch(arch)
+    if arch is not None and arch != options.target.arch:
+        raise ValueError(f"arch {arch!r} differs from the options' {options.target.arch!r}")
+    return options
+
+
+def generate_cuda(func: PrimFunc, arch: str | None = None,
+                  options: CompileOptions | None = None) -> GeneratedKernel:
+    """The CUDA source of `func` for `arch` (else the live GPU's, else sm_90a) or `options`."""
     from tilecraft.args import runtime_params
     from tilecraft.runtime import LaunchSpec, ScalarParam, TensorMapParam
 
-    target = target_from_arch(arch) if arch else current_target()
-    state = lower(func, target)
+    state = lower(func, _options(arch, options))
     kernel = state.kernel
     em = KernelEmitter(state)
     name = f"{func.name}_kernel"
@@ -238,9 +248,10 @@ class CudaKernel:
         self.runtime(*tensors)
 
 
-def build_cuda_kernel(func: PrimFunc, arch: str | None = None) -> CudaKernel:
-    target = target_from_arch(arch) if arch else current_target()
+def build_cuda_kernel(func: PrimFunc, arch: str | None = None,
+                      options: CompileOptions | None = None) -> CudaKernel:
     from tilecraft.args import written_params
 
-    gen = generate_cuda(func, target.arch)
-    return CudaKernel(gen, target.arch, written_params(func))
+    options = _options(arch, options)
+    gen = generate_cuda(func, options=options)
+    return CudaKernel(gen, options.target.arch, written_params(func))

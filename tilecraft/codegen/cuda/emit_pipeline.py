@@ -16,7 +16,6 @@ issued by thread 0 when they qualify (emit_tma.py).
 
 from __future__ import annotations
 
-import os
 
 from tilecraft.ir import For, Gemm, SeqStmt
 
@@ -31,7 +30,7 @@ def lone_wgmma(em, consumers: list, plan):
     stages (one read by the wgmma still running, one by the next, one or more loading)."""
     if (len(consumers) == 1 and isinstance(consumers[0], Gemm) and plan.num_stages >= 3
             and id(consumers[0]) in em.state.gemm_wgmma
-            and os.environ.get("TILECRAFT_WGMMA_PIPE", "1") != "0"):
+            and em.state.options.wgmma_pipeline):
         return consumers[0]
     return None
 
@@ -56,7 +55,7 @@ def emit_pipelined(em, loop: For) -> None:
     bar = em.fresh("tma_bar") if tma is not None else None
     # the lone wgmma loop frees stages by mbarrier (every warp arrives) instead of a CTA barrier
     empty = (em.fresh("tma_empty") if tma is not None and wgmma is not None
-             and os.environ.get("TILECRAFT_TMA_EMPTY", "1") != "0" else None)
+             and em.state.options.tma_empty_barriers else None)
 
     def producers(it: str, stage: str, ops=None, commit: bool = True) -> None:
         """Issue the copies `ops` (default: all) of iteration `it` into `stage`: cp.async by

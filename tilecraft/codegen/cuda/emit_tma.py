@@ -14,7 +14,6 @@ per stage are counted on one mbarrier per stage.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from tilecraft.ir import Buffer, Copy
@@ -41,7 +40,7 @@ class TmaLoad:
 def tma_plan(em, producers) -> list[TmaLoad] | None:
     """The TMA loads of a pipeline's producers, or None when any of them does not qualify."""
     state = em.state
-    if (not state.target.has_wgmma or os.environ.get("TILECRAFT_TMA", "1") == "0"
+    if (not state.target.has_wgmma or not state.options.tma
             or not producers):
         return None
     loads = []

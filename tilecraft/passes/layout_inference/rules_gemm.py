@@ -28,7 +28,6 @@ reads A from registers, only when the layout is the mma.sync one (that gemm's A 
 
 from __future__ import annotations
 
-import os
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Gemm
@@ -120,7 +119,7 @@ def wgmma_descriptors(op: Gemm, gm: int, gn: int) -> list | None:
 def wgmma_plan(ctx, op: Gemm, num_warps: int) -> tuple[int, int] | None:
     """(gm, gn) warpgroups along M and N when this gemm runs on wgmma; None for mma.sync."""
     state = ctx.state
-    if not state.target.has_wgmma or os.environ.get("TILECRAFT_WGMMA", "1") == "0":
+    if not state.target.has_wgmma or not state.options.wgmma:
         return None
     names = {op.A.dtype.name, op.B.dtype.name}
     if (num_warps % 4 or names not in ({"float16"}, {"bfloat16"})

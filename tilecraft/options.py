@@ -1,0 +1,69 @@
+"""CompileOptions: every switch besides the program itself that changes the generated code.
+
+Made once where a build starts and passed down: `jit.py` makes it from the jit arguments and the
+environment (`CompileOptions.from_env`); passes and emitters read `state.options` and never the
+environment. `key()` is part of the jit cache's key, so a switch can never reuse a kernel built
+without it.
+
+    opts = CompileOptions.from_env(arch="sm_90a")        # $TILECRAFT_WGMMA=0 -> wgmma=False
+    gen = generate_cuda(func, options=opts.replace(tma=False))
+
+The environment variables (each "0" turns its switch off): TILECRAFT_WGMMA (wgmma on sm_90a;
+else mma.sync), TILECRAFT_WGMMA_PIPE (wgmma groups left running across mainloop iterations),
+TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async), TILECRAFT_TMA_EMPTY (per-stage
+mbarriers free the stages of a TMA + wgmma mainloop; else a CTA barrier); TILECRAFT_ARCH (the
+arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after each pass).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from tilecraft._frozen import Frozen, _set
+from tilecraft.targets import Target, current_target, detect_target, target_from_arch
+
+_SWITCHES = {"wgmma": "TILECRAFT_WGMMA", "wgmma_pipeline": "TILECRAFT_WGMMA_PIPE",
+             "tma": "TILECRAFT_TMA", "tma_empty_barriers": "TILECRAFT_TMA_EMPTY"}
+
+
+def switches_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The environment's code-generation switches as they stand (a cheap part of in-memory keys:
+    a kernel built before `TILECRAFT_TMA=0` was set is not reused after)."""
+    env = os.environ if environ is None else environ
+    return tuple(env.get(var, "1") for var in _SWITCHES.values())
+
+
+class CompileOptions(Frozen):
+    """The target and the code-generation switches of one build (see the module doc)."""
+
+    __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "tma_empty_barriers", "dump_ir")
+
+    def __init__(self, target: Target, *, wgmma: bool = True, wgmma_pipeline: bool = True,
+                 tma: bool = True, tma_empty_barriers: bool = True, dump_ir: str | None = None):
+        _set(self, "target", target)
+        _set(self, "wgmma", wgmma)
+        _set(self, "wgmma_pipeline", wgmma_pipeline)
+        _set(self, "tma", tma)
+        _set(self, "tma_empty_barriers", tma_empty_barriers)
+        _set(self, "dump_ir", dump_ir)
+
+    @classmethod
+    def for_arch(cls, arch: str | None = None, **switches) -> CompileOptions:
+        """Defaults for `arch` (else the live GPU, else the H100), without the environment."""
+        return cls(target_from_arch(arch) if arch else detect_target(), **switches)
+
+    @classmethod
+    def from_env(cls, arch: str | None = None,
+                 environ: Mapping[str, str] | None = None) -> CompileOptions:
+        """`arch` (else $TILECRAFT_ARCH, else the live GPU, else the H100) and the switches the
+        environment turns off."""
+        env = os.environ if environ is None else environ
+        target = target_from_arch(arch) if arch else current_target(environ=env)
+        off = {name: env.get(var, "1") == "0" for name, var in _SWITCHES.items()}
+        return cls(target, **{name: not o for name, o in off.items()},
+                   dump_ir=env.get("TILECRAFT_DUMP_IR") or None)
+
+    def key(self) -> tuple[str, ...]:
+        """What the generated code depends on (the dump directory does not change it)."""
+        return (repr(self.target), *(f"{n}={getattr(self, n)}" for n in _SWITCHES))
