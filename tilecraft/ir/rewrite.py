@@ -14,15 +14,23 @@ from typing import Any
 
 from .buffer import Buffer
 from .expr import Expr, Var
+from .simplify import simplify
 from .stmt import Stmt
 
 
 def substitute(node: Any, mapping: dict[Var, Expr]) -> Any:
     """`node` with every occurrence of a key of `mapping` replaced by its value; unchanged
-    subtrees keep their identity (a node without a mapped variable is returned as is)."""
+    subtrees keep their identity (a node without a mapped variable is returned as is). Integer
+    expressions that changed are simplified (`c * 64 + 64` with c = 0 becomes `64`)."""
     if not mapping:
         return node
-    return _map(node, lambda n: mapping.get(n) if isinstance(n, Var) else None)
+    return _map(node, lambda n: mapping.get(n) if isinstance(n, Var) else None, _fold)
+
+
+def _fold(e: Any) -> Any:
+    if isinstance(e, Expr) and not e.dtype.is_float:
+        return simplify(e)
+    return e
 
 
 def replace_stmt(root: Stmt, old: Stmt, new: Stmt) -> Stmt:
@@ -30,12 +38,12 @@ def replace_stmt(root: Stmt, old: Stmt, new: Stmt) -> Stmt:
     return _map(root, lambda n: new if n is old else None)
 
 
-def _map(node: Any, visit) -> Any:
+def _map(node: Any, visit, rebuilt=lambda n: n) -> Any:
     hit = visit(node)
     if hit is not None:
         return hit
     if isinstance(node, tuple):
-        items = tuple(_map(x, visit) for x in node)
+        items = tuple(_map(x, visit, rebuilt) for x in node)
         return node if all(a is b for a, b in zip(items, node)) else items
     if isinstance(node, Buffer) or not dataclasses.is_dataclass(node) or isinstance(node, type):
         return node
@@ -46,10 +54,10 @@ def _map(node: Any, visit) -> Any:
         if not f.init:
             continue
         old = getattr(node, f.name)
-        new = _map(old, visit)
+        new = _map(old, visit, rebuilt)
         if new is not old:
             changes[f.name] = new
-    return dataclasses.replace(node, **changes) if changes else node
+    return rebuilt(dataclasses.replace(node, **changes)) if changes else node
 
 
 def _holds_ir(node: Any) -> bool:
