@@ -128,6 +128,28 @@ _ENTRIES = [
     Diagnostic("TC503", "kernel needs {need} bytes of shared memory; {target} allows {limit}",
                "use smaller tiles or fewer pipeline stages"),
     Diagnostic("TC504", "{detail}", "{hint}"),
+    # block-level programs (TC6xx)
+    Diagnostic("TC601", "layout {layout} of `{tensor}` has shape {layout_shape}, but the tensor "
+               "has shape {shape}", "give the tensor the layout's shape, or a layout of its shape"),
+    Diagnostic("TC602", "layout {layout} of `{tensor}` spans {got} threads; the block has "
+               "{threads}", "build the layout over the block's {threads} threads (e.g. "
+               "`spatial(w, 1) * ...` for w warps, or `replicate(n) * ...`)"),
+    Diagnostic("TC603", "invalid `{instr}`: {detail}",
+               "docs/block_ir.md lists each instruction's operands and their rules"),
+    Diagnostic("TC604", "cannot view `{tensor}` as {target}: {detail}",
+               "a view keeps every thread's bits: the thread count and the bits per thread "
+               "(local elements x dtype bits) must be equal"),
+    Diagnostic("TC605", "`{tensor}` is {access} before copy_async_wait_group: a pending "
+               "copy_async (line {line}) writes it", "commit the copy with "
+               "copy_async_commit_group() and wait for it with copy_async_wait_group(n) first"),
+    Diagnostic("TC606", "tensor `{tensor}` is used before it is allocated",
+               "allocate it earlier, in the same block or an enclosing one"),
+    Diagnostic("TC607", "replicas of `{tensor}` hold different values ({detail})",
+               "threads that a replicated layout maps to one element must hold the same value; "
+               "a view into a replicated layout breaks this"),
+    Diagnostic("TC608", "not supported by the block VM yet: {detail}", ""),
+    Diagnostic("TC609", "argument for `{param}` of `{program}`: {detail}",
+               "pass one numpy array (or number) per parameter, of its shape and dtype"),
 ]
 
 CATALOG: dict[str, Diagnostic] = {d.code: d for d in _ENTRIES}

@@ -1,0 +1,245 @@
+"""Block instructions that compute on register tensors: arithmetic, cast, view, dot, reduce, fill.
+
+Each writes an explicit `out` register tensor (Tilus's in-place form; a "new tensor" is an
+`AllocateRegister` followed by the instruction). Arithmetic means exactly what the Tile IR
+expression means: `BinaryOp("+", a, b, out)` computes `a + b` as the Tile IR's `BinOp("+")` (its
+result dtype, its rounding, its integer wrapping: interp/arith.py) element by element, and
+`elementwise_expr` builds that expression. `out` must have the expression's dtype (a conversion
+is a separate `Cast`) and, for register operands, the operands' layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from tilecraft import dtypes as dt
+from tilecraft.diagnostics import Span, TilecraftError
+from tilecraft.ir import BinOp, Call, Const, Expr, Var, as_expr, cast
+
+from .instructions import Instruction
+from .tensors import RegisterTensor, user_span
+
+BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
+              "min": "min", "max": "max", "&": "bitwise_and", "|": "bitwise_or",
+              "^": "bitwise_xor", "<<": "shift_left", ">>": "shift_right"}
+UNARY_OPS = ("neg", "abs", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh",
+             "sigmoid", "sin", "cos", "tan", "erf", "floor", "ceil", "trunc", "round")
+REDUCE_KINDS = ("sum", "abssum", "max", "absmax", "min")
+
+Operand = RegisterTensor | Expr
+
+
+def operand_dtype(x: Operand) -> dt.DataType:
+    return x.dtype
+
+
+def elementwise_expr(op: str, args: tuple[Expr, ...]) -> Expr:
+    """The Tile IR expression of an element-wise op on scalar `args` (the language's rules:
+    tilecraft/language/math.py): `neg` is `0 - x`, `abs` keeps the dtype, math functions compute
+    in the float dtype of x (ints convert to float32)."""
+    if op in BINARY_OPS:
+        return BinOp.create(op, args[0], args[1])
+    x = args[0]
+    if op == "neg":
+        return BinOp.create("-", Const.create(0, x.dtype), x)
+    if op == "abs":
+        return Call.create("abs", (x,), x.dtype)
+    t = x.dtype if x.dtype.is_float else dt.float32
+    return Call.create(op, (cast(t, x),), t)
+
+
+def result_dtype(op: str, operands: tuple[Operand, ...]) -> dt.DataType:
+    """The dtype of `op` on these operands (that of `elementwise_expr`)."""
+    args = tuple(Var("x", operand_dtype(o)) if isinstance(o, RegisterTensor) else o
+                 for o in operands)
+    return elementwise_expr(op, args).dtype
+
+
+def _operand(x: Any, like: dt.DataType) -> Operand:
+    return x if isinstance(x, RegisterTensor) else as_expr(x, like=like)
+
+
+@dataclass(frozen=True)
+class BinaryOp(Instruction):
+    """`out = a <op> b` element-wise; a and b are register tensors or scalar expressions (at
+    least one a tensor). `op` is a Tile IR operator: + - * / // % min max & | ^ << >>."""
+
+    op: str
+    a: Operand
+    b: Operand
+    out: RegisterTensor
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "binary"
+
+    @classmethod
+    def create(cls, op: str, a: Any, b: Any, out: RegisterTensor,
+               span: Span | None = None) -> "BinaryOp":
+        span = user_span(span)
+        if op not in BINARY_OPS:
+            raise TilecraftError("TC603", span, instr="binary",
+                                 detail=f"unknown operator {op!r}; one of {sorted(BINARY_OPS)}")
+        like = (a if isinstance(a, RegisterTensor) else b).dtype \
+            if isinstance(a, RegisterTensor) or isinstance(b, RegisterTensor) else None
+        return cls(op, _operand(a, like), _operand(b, like), out, span)
+
+    @property
+    def name(self) -> str:
+        return BINARY_OPS[self.op]
+
+    def reads(self):
+        return tuple(x for x in (self.a, self.b) if isinstance(x, RegisterTensor))
+
+    def writes(self):
+        return (self.out,)
+
+    def exprs(self):
+        return tuple(x for x in (self.a, self.b) if isinstance(x, Expr))
+
+
+@dataclass(frozen=True)
+class UnaryOp(Instruction):
+    """`out = op(src)` element-wise: neg, abs, exp, exp2, log, sqrt, rsqrt, tanh, sigmoid, ..."""
+
+    op: str
+    src: RegisterTensor
+    out: RegisterTensor
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "unary"
+
+    @classmethod
+    def create(cls, op: str, src: RegisterTensor, out: RegisterTensor,
+               span: Span | None = None) -> "UnaryOp":
+        span = user_span(span)
+        if op not in UNARY_OPS:
+            raise TilecraftError("TC603", span, instr="unary",
+                                 detail=f"unknown operator {op!r}; one of {list(UNARY_OPS)}")
+        return cls(op, src, out, span)
+
+    @property
+    def name(self) -> str:
+        return self.op
+
+    def reads(self):
+        return (self.src,)
+
+    def writes(self):
+        return (self.out,)
+
+
+class _SrcOut(Instruction):
+    """An instruction that reads register `src` and writes register `out`."""
+
+    src: RegisterTensor
+    out: RegisterTensor
+
+    def reads(self):
+        return (self.src,)
+
+    def writes(self):
+        return (self.out,)
+
+
+@dataclass(frozen=True)
+class Cast(_SrcOut):
+    """`out = cast(src, dtype)`: convert every element as a GPU store does (the layout is kept:
+    `out.layout == src.layout`)."""
+
+    src: RegisterTensor
+    out: RegisterTensor
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "cast"
+
+    @classmethod
+    def create(cls, src: RegisterTensor, out: RegisterTensor, span: Span | None = None) -> "Cast":
+        return cls(src, out, user_span(span))
+
+
+@dataclass(frozen=True)
+class View(_SrcOut):
+    """`out = view(src, dtype, layout)`: reinterpret every thread's bits (free on the GPU): both
+    layouts span the block's threads and each thread holds the same number of bits; thread t's
+    elements, in local order, are one bit string (element i in bits [i*b, (i+1)*b))."""
+
+    src: RegisterTensor
+    out: RegisterTensor
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "view"
+
+    @classmethod
+    def create(cls, src: RegisterTensor, out: RegisterTensor, span: Span | None = None) -> "View":
+        return cls(src, out, user_span(span))
+
+
+@dataclass(frozen=True)
+class Dot(Instruction):
+    """`out = dot(a, b) + c`: a[M, K] @ b[K, N] + c[M, N], products exact and accumulated as the
+    Tile IR's gemm does (float64, rounded to float32 for float accumulators)."""
+
+    a: RegisterTensor
+    b: RegisterTensor
+    c: RegisterTensor
+    out: RegisterTensor
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "dot"
+
+    @classmethod
+    def create(cls, a: RegisterTensor, b: RegisterTensor, c: RegisterTensor,
+               out: RegisterTensor | None = None, span: Span | None = None) -> "Dot":
+        return cls(a, b, c, c if out is None else out, user_span(span))
+
+    def reads(self):
+        return (self.a, self.b, self.c)
+
+    def writes(self):
+        return (self.out,)
+
+
+@dataclass(frozen=True)
+class Fill(Instruction):
+    """`fill(out, value)`: every element of `out` becomes `value` (converted to out's dtype)."""
+
+    out: RegisterTensor
+    value: Expr
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "fill"
+
+    @classmethod
+    def create(cls, out: RegisterTensor, value: Any, span: Span | None = None) -> "Fill":
+        return cls(out, as_expr(value, like=out.dtype), user_span(span))
+
+    def writes(self):
+        return (self.out,)
+
+    def exprs(self):
+        return (self.value,)
+
+
+@dataclass(frozen=True)
+class ReduceRegister(Instruction):
+    """`reduce_<kind>(src, out, dim)`: sum/abssum/max/absmax/min of `src` along `dim` (out has
+    src's shape without `dim`, or with it of size 1), in T.reduce_<kind>'s accumulator dtype;
+    with `clear=False` the result also combines out's old values."""
+
+    src: RegisterTensor
+    out: RegisterTensor
+    dim: int
+    kind: str
+    clear: bool = True
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "reduce"
+
+    @classmethod
+    def create(cls, src: RegisterTensor, out: RegisterTensor, dim: int, kind: str,
+               clear: bool = True, span: Span | None = None) -> "ReduceRegister":
+        span = user_span(span)
+        if kind not in REDUCE_KINDS:
+            raise TilecraftError("TC603", span, instr="reduce",
+                                 detail=f"unknown kind {kind!r}; one of {list(REDUCE_KINDS)}")
+        return cls(src, out, int(dim), kind, bool(clear), span)
+
+    def reads(self):
+        return (self.src,) if self.clear else (self.src, self.out)
+
+    def writes(self):
+        return (self.out,)

@@ -1,0 +1,185 @@
+"""Verifier of block programs: every check raises a TC6xx TilecraftError at the instruction's span.
+
+Requires: a `BlockProgram`. Guarantees, when it returns: every tensor is allocated (or a
+parameter) before use, in scope; every register layout has its tensor's shape (TC601) and spans
+the block's threads (TC602); loads/stores/copies give one offset per dimension and cover valid
+dims with equal dtypes; arithmetic operands share out's layout and out has the op's dtype; casts
+keep the layout; views keep the bits per thread (TC604); dot shapes agree (TC603).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import For, If, LetStmt, SeqStmt, Stmt, While
+from tilecraft.layout import LayoutError, check_view
+
+from .compute import BinaryOp, Cast, Dot, ReduceRegister, UnaryOp, View, result_dtype
+from .instructions import (AllocateGlobal, AllocateRegister, AllocateShared, CopyAsync,
+                           Instruction, LoadGlobal, LoadShared, StoreGlobal, StoreShared,
+                           ViewGlobal, _Tiled)
+from .program import BlockProgram
+from .tensors import BlockTensor, GlobalTensor, RegisterTensor
+
+_DEFINES = (AllocateRegister, AllocateShared, AllocateGlobal, ViewGlobal)
+_CHECKS: dict[type, Callable] = {}
+
+
+def _check(*classes: type):
+    def deco(fn):
+        for c in classes:
+            _CHECKS[c] = fn
+        return fn
+
+    return deco
+
+
+def _bad(s: Instruction, detail: str) -> TilecraftError:
+    return TilecraftError("TC603", s.span, instr=s.NAME, detail=detail)
+
+
+def verify(program: BlockProgram) -> None:
+    """Raise the first TC6xx error of `program`; return None when it is well formed."""
+    scope = {p for p in program.params if isinstance(p, GlobalTensor)}
+    _stmt(program, program.body, scope)
+
+
+def _stmt(program: BlockProgram, s: Stmt, scope: set) -> None:
+    if isinstance(s, SeqStmt):
+        for c in s.stmts:
+            _stmt(program, c, scope)
+    elif isinstance(s, (For, While)):
+        _stmt(program, s.body, set(scope))
+    elif isinstance(s, If):
+        _stmt(program, s.then_body, set(scope))
+        if s.else_body is not None:
+            _stmt(program, s.else_body, set(scope))
+    elif isinstance(s, Instruction):
+        _instruction(program, s, scope)
+    elif not isinstance(s, LetStmt):
+        pass  # scalar statements (BufferStore, Evaluate) are the Tile IR's own
+
+
+def _instruction(program: BlockProgram, s: Instruction, scope: set) -> None:
+    defined = s.writes() if isinstance(s, _DEFINES) else ()
+    for t in s.reads() + s.writes():
+        if t not in scope and t not in defined:
+            raise TilecraftError("TC606", s.span, tensor=t.name)
+        if isinstance(t, RegisterTensor):
+            _register(program, s, t)
+    check = _CHECKS.get(type(s))
+    if check is not None:
+        check(s)
+    scope.update(defined)
+
+
+def _register(program: BlockProgram, s: Instruction, t: RegisterTensor) -> None:
+    lay = t.layout
+    if tuple(lay.shape) != tuple(t.shape):
+        raise TilecraftError("TC601", s.span, tensor=t.name, layout=repr(lay),
+                             layout_shape=list(lay.shape), shape=list(t.shape))
+    if lay.num_threads != program.num_threads:
+        raise TilecraftError("TC602", s.span, tensor=t.name, layout=repr(lay),
+                             got=lay.num_threads, threads=program.num_threads)
+
+
+@_check(ViewGlobal)
+def _view_global(s: ViewGlobal) -> None:
+    a, b = s.src.buffer, s.out.buffer
+    na, nb = a.numel(), b.numel()
+    if na is not None and nb is not None and na * a.dtype.bits != nb * b.dtype.bits:
+        raise _bad(s, f"`{a.name}` holds {na} x {a.dtype.bits} bits, `{b.name}` "
+                   f"{nb} x {b.dtype.bits} bits")
+
+
+def _tile_and_big(s: _Tiled) -> tuple[BlockTensor, BlockTensor]:
+    if isinstance(s, (LoadGlobal, LoadShared)):
+        return s.out, s.src
+    if isinstance(s, (StoreGlobal, StoreShared)):
+        return s.src, s.dst
+    return s.dst, s.src  # CopyAsync
+
+
+@_check(LoadGlobal, LoadShared, StoreGlobal, StoreShared, CopyAsync)
+def _tiled(s: _Tiled) -> None:
+    tile, big = _tile_and_big(s)
+    if tile.dtype != big.dtype:
+        raise _bad(s, f"`{tile.name}` is {tile.dtype} but `{big.name}` is {big.dtype} (moving "
+                   "data does not convert; cast in registers)")
+    if len(s.offset) != big.ndim:
+        raise _bad(s, f"{len(s.offset)} offset(s) for the rank-{big.ndim} tensor `{big.name}`")
+    for o in s.offset:
+        if not o.dtype.is_integer:
+            raise _bad(s, f"offset `{o}` is {o.dtype}, not an integer")
+    dims = s.dims
+    if len(dims) != tile.ndim or list(dims) != sorted(set(dims)) or \
+            any(not 0 <= d < big.ndim for d in dims):
+        raise _bad(s, f"the rank-{tile.ndim} tile `{tile.name}` cannot cover dims {list(dims)} "
+                   f"of the rank-{big.ndim} tensor `{big.name}` (increasing, one per tile dim)")
+    for d, extent in zip(dims, tile.shape):
+        size = big.shape[d]
+        if isinstance(size, int) and isinstance(extent, int) and extent > size:
+            raise _bad(s, f"the tile `{tile.name}` takes {extent} elements of dimension {d} of "
+                       f"`{big.name}`, which has {size}")
+
+
+def _same_layout(s: Instruction, a: RegisterTensor, b: RegisterTensor) -> None:
+    if a.layout != b.layout:
+        raise _bad(s, f"`{a.name}` has layout {a.layout!r} but `{b.name}` has {b.layout!r} "
+                   "(element-wise instructions keep the layout)")
+
+
+@_check(BinaryOp, UnaryOp)
+def _elementwise(s: BinaryOp | UnaryOp) -> None:
+    operands = (s.a, s.b) if isinstance(s, BinaryOp) else (s.src,)
+    tensors = [x for x in operands if isinstance(x, RegisterTensor)]
+    if not tensors:
+        raise _bad(s, "needs at least one register tensor operand")
+    for t in tensors:
+        _same_layout(s, t, s.out)
+    want = result_dtype(s.op, operands)
+    if s.out.dtype != want:
+        raise _bad(s, f"`{s.name}` of these operands is {want}, but `{s.out.name}` is "
+                   f"{s.out.dtype} (convert with a separate cast)")
+
+
+@_check(Cast)
+def _cast(s: Cast) -> None:
+    _same_layout(s, s.src, s.out)
+
+
+@_check(View)
+def _view(s: View) -> None:
+    try:
+        check_view(s.src.layout, s.src.dtype.bits, s.out.layout, s.out.dtype.bits)
+    except LayoutError as err:
+        raise TilecraftError("TC604", s.span, tensor=s.src.name,
+                             target=f"{s.out.dtype} `{s.out.name}` ({s.out.layout!r})",
+                             detail=str(err)) from None
+
+
+@_check(Dot)
+def _dot(s: Dot) -> None:
+    a, b, c, out = s.a, s.b, s.c, s.out
+    if any(t.ndim != 2 for t in (a, b, c, out)):
+        raise _bad(s, "a, b, c and out must be rank-2 tiles")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2 or tuple(c.shape) != (m, n) or tuple(out.shape) != (m, n):
+        raise _bad(s, f"a{list(a.shape)} @ b{list(b.shape)} + c{list(c.shape)} -> "
+                   f"out{list(out.shape)}: need a[M, K], b[K, N], c and out [M, N]")
+    if c.dtype != out.dtype:
+        raise _bad(s, f"c is {c.dtype} but out is {out.dtype}")
+    _same_layout(s, c, out)
+
+
+@_check(ReduceRegister)
+def _reduce(s: ReduceRegister) -> None:
+    src, out = s.src, s.out
+    if not 0 <= s.dim < src.ndim:
+        raise _bad(s, f"dim {s.dim} of the rank-{src.ndim} tensor `{src.name}`")
+    dropped = tuple(x for d, x in enumerate(src.shape) if d != s.dim)
+    kept = tuple(1 if d == s.dim else x for d, x in enumerate(src.shape))
+    if tuple(out.shape) not in (dropped, kept) and not (dropped == () and out.shape == (1,)):
+        raise _bad(s, f"reducing `{src.name}`{list(src.shape)} over dim {s.dim} gives "
+                   f"{list(dropped)}, but `{out.name}` has shape {list(out.shape)}")

@@ -1,0 +1,212 @@
+"""The block virtual machine: runs a `BlockProgram` on numpy arrays (Tilus section 6).
+
+Execution model: grid blocks run one after another (x fastest, as the Tile IR interpreter);
+inside a block, each instruction runs for the whole block before the next starts
+(block-synchronous, so `synchronize` is a no-op). Control flow, scalar expressions and
+`LetStmt`s are the Tile IR interpreter's (this machine extends `interp.machine.Machine`).
+
+State of a block:
+* register tensors are stored PER THREAD: an array [num_threads, local_size] filled through the
+  layout's map (replicas included), so a wrong layout gives a wrong answer and `view` is a
+  per-thread bit reinterpretation. Register values leave registers (stores, dot, reduce, print)
+  through `to_logical`, which checks that replicas agree (TC607);
+* shared tensors are flat arrays of `layout.cosize` elements addressed through the layout
+  (swizzles included);
+* global tensors are the caller's arrays (kernel parameters, views of them) and zeroed
+  workspaces that all blocks share;
+* async copies: `copy_async` reads global memory when issued and joins the open group;
+  `copy_async_commit_group` closes it; `copy_async_wait_group(n)` completes (writes to shared
+  memory) all but the newest n committed groups. Touching shared elements a pending copy writes
+  is TC605.
+
+The semantics of each instruction are in vm_ops.py, registered per instruction class.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tilecraft.diagnostics import Span, TilecraftError, at_span
+from tilecraft.interp.machine import Machine
+from tilecraft.interp.values import np_type
+from tilecraft.ir import Stmt, Var
+from tilecraft.layout import Fragment, SharedLayout
+
+from .instructions import Instruction
+from .program import BlockProgram
+from .tensors import RegisterTensor, SharedTensor
+
+
+class ExitBlock(Exception):
+    """Raised by `exit()`: the current block stops."""
+
+
+@functools.lru_cache(maxsize=256)
+def layout_table(layout: Fragment) -> tuple[np.ndarray, ...]:
+    """Per dimension, the [num_threads, local_size] array of logical indices."""
+    table = layout.index_table()
+    return tuple(table[..., d] for d in range(layout.ndim))
+
+
+@functools.lru_cache(maxsize=256)
+def shared_offsets(layout: SharedLayout) -> np.ndarray:
+    """The element offset of every logical index (an array of the layout's shape)."""
+    return layout.offsets()
+
+
+@dataclass
+class PendingCopy:
+    tensor: SharedTensor
+    positions: np.ndarray  # flat element offsets in the shared tensor
+    data: np.ndarray
+    span: Span | None
+
+
+@dataclass
+class BlockVM(Machine):
+    """The interpreter's machine plus a block's register, shared and async-copy state."""
+
+    program: BlockProgram | None = None
+    regs: dict[RegisterTensor, np.ndarray] = field(default_factory=dict)
+    smem: dict[SharedTensor, np.ndarray] = field(default_factory=dict)
+    pending: dict[SharedTensor, np.ndarray] = field(default_factory=dict)  # counts per element
+    open_group: list[PendingCopy] = field(default_factory=list)
+    committed: list[list[PendingCopy]] = field(default_factory=list)
+    cache: dict[int, Any] = field(default_factory=dict)  # per-instruction prepared state
+
+    def exec(self, s: Stmt) -> None:
+        if isinstance(s, Instruction):
+            from .vm_ops import run_instruction
+
+            with at_span(s.span):
+                run_instruction(self, s)
+            return
+        super().exec(s)
+
+    # ---- registers ----------------------------------------------------------------------
+    @property
+    def num_threads(self) -> int:
+        return self.program.num_threads
+
+    def to_threads(self, tensor: RegisterTensor, logical: np.ndarray) -> np.ndarray:
+        """Per-thread storage [T, N] of a logical tile (each thread gets its elements)."""
+        logical = np.broadcast_to(np.asarray(logical, dtype=np_type(tensor.dtype)), tensor.shape)
+        return np.ascontiguousarray(logical[layout_table(tensor.layout)])
+
+    def to_logical(self, tensor: RegisterTensor) -> np.ndarray:
+        """The logical tile held by `tensor`'s threads; TC607 when replicas disagree."""
+        store = self.register(tensor)
+        idx = layout_table(tensor.layout)
+        out = np.empty(tensor.shape, dtype=store.dtype)
+        out[idx] = store
+        if tensor.layout.is_replicated:
+            back = np.ascontiguousarray(out[idx])
+            if back.tobytes() != np.ascontiguousarray(store).tobytes():
+                t, i = _first_difference(back, store)
+                raise TilecraftError("TC607", tensor=tensor.name,
+                                     detail=f"thread {t} local {i} holds {store[t, i]}, another "
+                                     f"thread {back[t, i]} for element "
+                                     f"{tuple(int(x[t, i]) for x in idx)}")
+        return out
+
+    def register(self, tensor: RegisterTensor) -> np.ndarray:
+        try:
+            return self.regs[tensor]
+        except KeyError:
+            raise TilecraftError("TC606", tensor=tensor.name) from None
+
+    # ---- shared memory ------------------------------------------------------------------
+    def shared(self, tensor: SharedTensor) -> np.ndarray:
+        try:
+            return self.smem[tensor]
+        except KeyError:
+            raise TilecraftError("TC606", tensor=tensor.name) from None
+
+    def check_pending(self, tensor: SharedTensor, positions: np.ndarray, access: str) -> None:
+        """TC605 when a pending copy_async writes any of `positions` of `tensor`."""
+        counts = self.pending.get(tensor)
+        if counts is None or not counts[positions].any():
+            return
+        hit = set(np.asarray(positions).ravel().tolist())
+        line = "?"
+        for copy in itertools.chain(self.open_group, *self.committed):
+            if copy.tensor == tensor and hit.intersection(copy.positions.ravel().tolist()):
+                line = copy.span.line if copy.span is not None else "?"
+                break
+        raise TilecraftError("TC605", tensor=tensor.name, access=access, line=line)
+
+    def complete(self, group: list[PendingCopy]) -> None:
+        for copy in group:
+            self.shared(copy.tensor)[copy.positions] = copy.data
+            self.pending[copy.tensor][copy.positions] -= 1
+
+    def reset_block(self) -> None:
+        self.regs.clear()
+        self.smem.clear()
+        self.pending.clear()
+        self.open_group = []
+        self.committed = []
+
+
+def _first_difference(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    ab = a.view(np.uint8).reshape(a.shape + (-1,))
+    bb = b.view(np.uint8).reshape(b.shape + (-1,))
+    t, i = np.argwhere((ab != bb).any(-1))[0]
+    return int(t), int(i)
+
+
+def _bind(program: BlockProgram, args: list[Any]) -> tuple[dict, dict]:
+    if len(args) != len(program.params):
+        raise TilecraftError("TC609", program.span, param="*", program=program.name,
+                             detail=f"{len(args)} argument(s) for {len(program.params)} "
+                             "parameter(s)")
+    buffers, scalars = {}, {}
+    for p, a in zip(program.params, args):
+        if isinstance(p, Var):
+            scalars[p] = np.asarray(a, dtype=np_type(p.dtype))[()]
+            continue
+        arr = a if isinstance(a, np.ndarray) else None
+        if arr is None or arr.dtype != np_type(p.dtype) or arr.ndim != p.ndim:
+            got = f"{arr.dtype}{list(arr.shape)}" if arr is not None else type(a).__name__
+            raise TilecraftError("TC609", program.span, param=p.name, program=program.name,
+                                 detail=f"expected a {p.dtype} array of rank {p.ndim}, got {got}")
+        for d, (want, n) in enumerate(zip(p.shape, arr.shape)):
+            if isinstance(want, Var):
+                scalars[want] = np.int32(n)
+            elif isinstance(want, int) and want != n:
+                raise TilecraftError("TC609", program.span, param=p.name, program=program.name,
+                                     detail=f"dimension {d} is {n}, expected {want}")
+        buffers[p.buffer] = arr
+    return buffers, scalars
+
+
+def run(program: BlockProgram, args: list[Any]) -> None:
+    """Verify `program`, then run every block on `args` (numpy arrays written in place, and
+    numbers for scalar parameters)."""
+    from .verifier import verify
+
+    verify(program)
+    buffers, scalars = _bind(program, args)
+    vm = BlockVM(None, buffers, scalars, program=program)  # type: ignore[arg-type]
+    vm.env.update(scalars)
+    grid = [int(vm.ev.scalar(g)) for g in program.grid]
+    for idx in itertools.product(*(range(g) for g in reversed(grid))):
+        idx = tuple(reversed(idx))
+        saved = dict(vm.env)
+        vm.block_index = idx
+        for v, i in zip(program.block_vars, idx):
+            vm.env[v] = np.int32(i)
+        vm.reset_block()
+        try:
+            vm.exec(program.body)
+        except ExitBlock:
+            pass
+        vm.env = saved
+
+
+__all__ = ["BlockVM", "ExitBlock", "run"]

@@ -1,0 +1,285 @@
+"""The semantics of each block instruction on the VM (vm.py), registered per instruction class.
+
+Values have one meaning across tilecraft: arithmetic evaluates the Tile IR expression of the op
+with the interpreter's evaluator (interp/evaluate.py), casts convert with the interpreter's
+`store_cast`, and dot/reduce run the interpreter's own gemm/reduce rules (interp/ops) on the
+logical tiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.interp.evaluate import _compute_type
+from tilecraft.interp.ops import run_tile_op
+from tilecraft.interp.values import np_type, store_cast
+from tilecraft.ir import Buffer, Gemm, Reduce, Var
+
+from . import instructions as bi
+from .compute import BinaryOp, Cast, Dot, Fill, ReduceRegister, UnaryOp, View, elementwise_expr
+from .tensors import RegisterTensor
+from .vm import BlockVM, ExitBlock, PendingCopy, shared_offsets
+
+_RULES: dict[type, Callable] = {}
+
+
+def rule(cls: type):
+    """Register the VM semantics of instruction class `cls`: fn(vm, instruction)."""
+
+    def deco(fn):
+        _RULES[cls] = fn
+        return fn
+
+    return deco
+
+
+def run_instruction(vm: BlockVM, s: bi.Instruction) -> None:
+    fn = _RULES.get(type(s))
+    if fn is None:
+        raise TilecraftError("TC608", detail=f"instruction `{s.NAME}`")
+    fn(vm, s)
+
+
+def _uninitialised(dtype, shape) -> np.ndarray:
+    arr = np.zeros(shape, dtype=np_type(dtype))
+    if dtype.is_float:
+        arr[...] = np.nan  # reading uninitialised registers or shared memory shows
+    return arr
+
+
+# ---- allocation -----------------------------------------------------------------------------
+@rule(bi.AllocateRegister)
+def _alloc_register(vm: BlockVM, s: bi.AllocateRegister) -> None:
+    t = s.out
+    shape = (t.layout.num_threads, t.layout.local_size)
+    if s.init is None:
+        vm.regs[t] = _uninitialised(t.dtype, shape)
+    else:
+        vm.regs[t] = np.full(shape, store_cast(t.dtype, vm.ev.eval(s.init)))
+
+
+@rule(bi.AllocateShared)
+def _alloc_shared(vm: BlockVM, s: bi.AllocateShared) -> None:
+    vm.smem[s.out] = _uninitialised(s.out.dtype, (s.out.layout.cosize,))
+    vm.pending[s.out] = np.zeros(s.out.layout.cosize, dtype=np.int32)
+
+
+@rule(bi.AllocateGlobal)
+def _alloc_global(vm: BlockVM, s: bi.AllocateGlobal) -> None:
+    buf = s.out.buffer
+    if buf not in vm.buffers:  # one zeroed workspace per launch, shared by all blocks
+        shape = tuple(int(vm.ev.scalar(d)) for d in buf.shape)
+        vm.buffers[buf] = np.zeros(shape, dtype=np_type(buf.dtype))
+
+
+@rule(bi.ViewGlobal)
+def _view_global(vm: BlockVM, s: bi.ViewGlobal) -> None:
+    src = vm.buffers[s.src.buffer]
+    out = s.out.buffer
+    if not (s.src.dtype.is_standard and out.dtype.is_standard) or \
+            np_type(s.src.dtype).itemsize * 8 != s.src.dtype.bits or \
+            np_type(out.dtype).itemsize * 8 != out.dtype.bits:
+        raise TilecraftError("TC608", detail=f"view_global between {s.src.dtype} and {out.dtype}")
+    if not src.flags.c_contiguous:
+        raise TilecraftError("TC608", detail=f"view_global of the non-contiguous `{s.src.name}`")
+    shape = tuple(int(vm.ev.scalar(d)) for d in out.shape)
+    vm.buffers[out] = src.reshape(-1).view(np_type(out.dtype)).reshape(shape)
+
+
+# ---- tiles of global and shared tensors -----------------------------------------------------
+def _tile_index(vm: BlockVM, s, big_shape, tile_shape) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Indices into the big tensor of every tile element, and which of them lie inside it."""
+    offs = [int(vm.ev.scalar(o)) for o in s.offset]
+    grids = np.indices(tile_shape) if tile_shape else np.zeros((0,), dtype=np.int64)
+    idx = []
+    for d, (o, n) in enumerate(zip(offs, big_shape)):
+        g = o + grids[s.dims.index(d)] if d in s.dims else np.full(tile_shape, o)
+        idx.append(np.asarray(g, dtype=np.int64))
+    inside = np.ones(tile_shape, dtype=bool)
+    for g, n in zip(idx, big_shape):
+        inside &= (g >= 0) & (g < n)
+    return tuple(idx), inside
+
+
+def _read_global(vm: BlockVM, s, src, tile_shape) -> np.ndarray:
+    arr = vm.buffers[src.buffer]
+    idx, inside = _tile_index(vm, s, arr.shape, tile_shape)
+    out = np.zeros(tile_shape, dtype=arr.dtype)  # outside the tensor: 0
+    out[inside] = arr[tuple(i[inside] for i in idx)]
+    return out
+
+
+def _shared_positions(vm: BlockVM, s, tensor, tile_shape) -> np.ndarray:
+    idx, inside = _tile_index(vm, s, tensor.layout.shape, tile_shape)
+    if not inside.all():
+        bad = tuple(int(i[~inside][0]) for i in idx)
+        raise TilecraftError("TC401", buffer=tensor.name, shape=list(tensor.shape),
+                             detail=f"index {bad} of the tile at block {vm.block_index}")
+    return shared_offsets(tensor.layout)[idx]
+
+
+@rule(bi.LoadGlobal)
+def _load_global(vm: BlockVM, s: bi.LoadGlobal) -> None:
+    vm.regs[s.out] = vm.to_threads(s.out, _read_global(vm, s, s.src, s.out.shape))
+
+
+@rule(bi.StoreGlobal)
+def _store_global(vm: BlockVM, s: bi.StoreGlobal) -> None:
+    tile = vm.to_logical(s.src)
+    arr = vm.buffers[s.dst.buffer]
+    idx, inside = _tile_index(vm, s, arr.shape, s.src.shape)
+    arr[tuple(i[inside] for i in idx)] = tile[inside]  # outside the tensor: dropped
+
+
+@rule(bi.LoadShared)
+def _load_shared(vm: BlockVM, s: bi.LoadShared) -> None:
+    pos = _shared_positions(vm, s, s.src, s.out.shape)
+    vm.check_pending(s.src, pos, "read")
+    vm.regs[s.out] = vm.to_threads(s.out, vm.shared(s.src)[pos])
+
+
+@rule(bi.StoreShared)
+def _store_shared(vm: BlockVM, s: bi.StoreShared) -> None:
+    tile = vm.to_logical(s.src)
+    pos = _shared_positions(vm, s, s.dst, s.src.shape)
+    vm.check_pending(s.dst, pos, "written")
+    vm.shared(s.dst)[pos] = tile
+
+
+@rule(bi.CopyAsync)
+def _copy_async(vm: BlockVM, s: bi.CopyAsync) -> None:
+    data = _read_global(vm, s, s.src, s.dst.shape)
+    pos = shared_offsets(s.dst.layout)
+    vm.shared(s.dst)
+    vm.check_pending(s.dst, pos, "written by another copy_async")
+    vm.pending[s.dst][pos] += 1
+    vm.open_group.append(PendingCopy(s.dst, pos, data, s.span))
+
+
+@rule(bi.CopyAsyncCommitGroup)
+def _commit(vm: BlockVM, s) -> None:
+    vm.committed.append(vm.open_group)
+    vm.open_group = []
+
+
+@rule(bi.CopyAsyncWaitGroup)
+def _wait(vm: BlockVM, s: bi.CopyAsyncWaitGroup) -> None:
+    while len(vm.committed) > s.n:
+        vm.complete(vm.committed.pop(0))
+
+
+# ---- control and debugging ------------------------------------------------------------------
+@rule(bi.Synchronize)
+def _sync(vm: BlockVM, s) -> None:
+    pass  # every instruction already finished for the whole block
+
+
+@rule(bi.Exit)
+def _exit(vm: BlockVM, s) -> None:
+    raise ExitBlock()
+
+
+@rule(bi.Print)
+def _print(vm: BlockVM, s: bi.Print) -> None:
+    t = s.tensor
+    if isinstance(t, RegisterTensor):
+        values = vm.to_logical(t)
+    elif isinstance(t, bi.SharedTensor):
+        pos = shared_offsets(t.layout)
+        vm.check_pending(t, pos, "read")
+        values = vm.shared(t)[pos]
+    else:
+        values = vm.buffers[t.buffer]
+    msg = f"{s.msg} " if s.msg else ""
+    print(f"[block {vm.block_index}] {msg}{t.name} ({t.dtype}{list(values.shape)}):\n{values}")
+
+
+# ---- computation ----------------------------------------------------------------------------
+def _prepared_expr(vm: BlockVM, s, operands):
+    """(vars bound to the register operands, the Tile IR expression of the op), per instruction."""
+    key = id(s)
+    if key not in vm.cache:
+        vars_, args = [], []
+        for x in operands:
+            if isinstance(x, RegisterTensor):
+                v = Var.create(f"_{x.name}", x.dtype)
+                vars_.append((v, x))
+                args.append(v)
+            else:
+                args.append(x)
+        vm.cache[key] = (vars_, elementwise_expr(s.op, tuple(args)))
+    return vm.cache[key]
+
+
+@rule(BinaryOp)
+@rule(UnaryOp)
+def _elementwise(vm: BlockVM, s) -> None:
+    operands = (s.a, s.b) if isinstance(s, BinaryOp) else (s.src,)
+    vars_, expr = _prepared_expr(vm, s, operands)
+    for v, t in vars_:  # per-thread storage: the layouts are equal (verified)
+        vm.env[v] = vm.register(t).astype(_compute_type(t.dtype), copy=False)
+    try:
+        value = vm.ev.eval(expr)
+    finally:
+        for v, _ in vars_:
+            vm.env.pop(v, None)
+    shape = (s.out.layout.num_threads, s.out.layout.local_size)
+    vm.regs[s.out] = np.ascontiguousarray(np.broadcast_to(store_cast(s.out.dtype, value), shape))
+
+
+@rule(Cast)
+def _cast(vm: BlockVM, s: Cast) -> None:
+    value = vm.register(s.src).astype(_compute_type(s.src.dtype), copy=False)
+    vm.regs[s.out] = np.ascontiguousarray(store_cast(s.out.dtype, value))
+
+
+@rule(View)
+def _view(vm: BlockVM, s: View) -> None:
+    """Thread t's elements, in local order, form one bit string (element i in bits
+    [i*b, (i+1)*b), least significant first) that the new dtype/layout reads back."""
+    src, out = s.src.dtype, s.out.dtype
+    codes = np.asarray(src.encode(vm.register(s.src))).astype(np.uint64)
+    threads = codes.shape[0]
+    bits = (codes[..., None] >> np.arange(src.bits, dtype=np.uint64)) & np.uint64(1)
+    bits = bits.reshape(threads, -1, out.bits)
+    new = (bits << np.arange(out.bits, dtype=np.uint64)).sum(axis=-1, dtype=np.uint64)
+    vm.regs[s.out] = np.ascontiguousarray(out.decode(new.astype(out.code_dtype)))
+
+
+@rule(Fill)
+def _fill(vm: BlockVM, s: Fill) -> None:
+    shape = (s.out.layout.num_threads, s.out.layout.local_size)
+    vm.regs[s.out] = np.full(shape, store_cast(s.out.dtype, vm.ev.eval(s.value)))
+
+
+def _run_tile_op(vm: BlockVM, make_op, inputs: list[tuple[RegisterTensor, np.ndarray]]):
+    """Run a Tile IR op of the interpreter on logical tiles held in scratch buffers."""
+    bufs = [Buffer.create(f"_{t.name}", t.shape, t.dtype, "fragment") for t, _ in inputs]
+    for b, (_, arr) in zip(bufs, inputs):
+        vm.buffers[b] = arr
+    try:
+        run_tile_op(vm, make_op(*(b.full_region() for b in bufs)))
+        return [vm.buffers[b] for b in bufs]
+    finally:
+        for b in bufs:
+            vm.buffers.pop(b, None)
+
+
+@rule(Dot)
+def _dot(vm: BlockVM, s: Dot) -> None:
+    acc = np.array(store_cast(s.out.dtype, vm.to_logical(s.c)))
+    inputs = [(s.a, vm.to_logical(s.a)), (s.b, vm.to_logical(s.b)), (s.out, acc)]
+    *_, result = _run_tile_op(vm, lambda a, b, c: Gemm(a, b, c), inputs)
+    vm.regs[s.out] = vm.to_threads(s.out, result)
+
+
+@rule(ReduceRegister)
+def _reduce(vm: BlockVM, s: ReduceRegister) -> None:
+    old = vm.to_logical(s.out) if not s.clear else _uninitialised(s.out.dtype, s.out.shape)
+    inputs = [(s.src, vm.to_logical(s.src)), (s.out, np.array(old))]
+    _, result = _run_tile_op(
+        vm, lambda a, b: Reduce(s.kind, a, b, s.dim, s.clear), inputs)
+    vm.regs[s.out] = vm.to_threads(s.out, result)
