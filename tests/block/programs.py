@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import sys
 
-from tilecraft.block import (AllocateRegister, AllocateShared, BlockProgram, Cast, CopyAsync,
-                             CopyAsyncCommitGroup, CopyAsyncWaitGroup, Dot, GlobalTensor,
-                             LoadGlobal, LoadShared, RegisterTensor, SharedTensor, StoreGlobal,
-                             Synchronize)
+from tilecraft.block import (
+    AllocateRegister,
+    AllocateShared,
+    BlockProgram,
+    Cast,
+    CopyAsync,
+    CopyAsyncCommitGroup,
+    CopyAsyncWaitGroup,
+    Dot,
+    GlobalTensor,
+    LoadGlobal,
+    LoadShared,
+    RegisterTensor,
+    SharedTensor,
+    StoreGlobal,
+    Synchronize,
+)
 from tilecraft.ir import Const, For, SeqStmt, Var
 from tilecraft.layout import local, make_swizzled_layout, replicate, spatial
 

@@ -8,15 +8,42 @@ virtual machine that stores registers per thread (vm.py, vm_ops.py). Lowering of
 instruction selection and the CUDA printer build on it.
 """
 
-from .compute import (BINARY_OPS, REDUCE_KINDS, UNARY_OPS, BinaryOp, Cast, Dot, Fill,
-                      ReduceRegister, UnaryOp, View, elementwise_expr, result_dtype)
-from .instructions import (AllocateGlobal, AllocateRegister, AllocateShared, CopyAsync,
-                           CopyAsyncCommitGroup, CopyAsyncWaitGroup, Exit, Instruction,
-                           LoadGlobal, LoadShared, Print, StoreGlobal, StoreShared, Synchronize,
-                           ViewGlobal)
+from .compute import (
+                      BINARY_OPS,
+                      REDUCE_KINDS,
+                      UNARY_OPS,
+                      BinaryOp,
+                      Cast,
+                      Dot,
+                      Fill,
+                      ReduceRegister,
+                      UnaryOp,
+                      View,
+                      elementwise_expr,
+                      result_dtype,
+)
+from .instructions import (
+                      AllocateGlobal,
+                      AllocateRegister,
+                      AllocateShared,
+                      Exit,
+                      Instruction,
+                      Print,
+                      Synchronize,
+                      ViewGlobal,
+)
 from .printer import instruction_str, program_str
 from .program import BlockProgram
 from .tensors import BlockTensor, GlobalTensor, RegisterTensor, SharedTensor
+from .transfer import (
+                      CopyAsync,
+                      CopyAsyncCommitGroup,
+                      CopyAsyncWaitGroup,
+                      LoadGlobal,
+                      LoadShared,
+                      StoreGlobal,
+                      StoreShared,
+)
 from .verifier import verify
 from .vm import run
 

@@ -74,7 +74,7 @@ class BinaryOp(Instruction):
 
     @classmethod
     def create(cls, op: str, a: Any, b: Any, out: RegisterTensor,
-               span: Span | None = None) -> "BinaryOp":
+               span: Span | None = None) -> BinaryOp:
         span = user_span(span)
         if op not in BINARY_OPS:
             raise TilecraftError("TC603", span, instr="binary",
@@ -109,7 +109,7 @@ class UnaryOp(Instruction):
 
     @classmethod
     def create(cls, op: str, src: RegisterTensor, out: RegisterTensor,
-               span: Span | None = None) -> "UnaryOp":
+               span: Span | None = None) -> UnaryOp:
         span = user_span(span)
         if op not in UNARY_OPS:
             raise TilecraftError("TC603", span, instr="unary",
@@ -151,7 +151,7 @@ class Cast(_SrcOut):
     NAME: ClassVar[str] = "cast"
 
     @classmethod
-    def create(cls, src: RegisterTensor, out: RegisterTensor, span: Span | None = None) -> "Cast":
+    def create(cls, src: RegisterTensor, out: RegisterTensor, span: Span | None = None) -> Cast:
         return cls(src, out, user_span(span))
 
 
@@ -167,7 +167,7 @@ class View(_SrcOut):
     NAME: ClassVar[str] = "view"
 
     @classmethod
-    def create(cls, src: RegisterTensor, out: RegisterTensor, span: Span | None = None) -> "View":
+    def create(cls, src: RegisterTensor, out: RegisterTensor, span: Span | None = None) -> View:
         return cls(src, out, user_span(span))
 
 
@@ -185,7 +185,7 @@ class Dot(Instruction):
 
     @classmethod
     def create(cls, a: RegisterTensor, b: RegisterTensor, c: RegisterTensor,
-               out: RegisterTensor | None = None, span: Span | None = None) -> "Dot":
+               out: RegisterTensor | None = None, span: Span | None = None) -> Dot:
         return cls(a, b, c, c if out is None else out, user_span(span))
 
     def reads(self):
@@ -205,7 +205,7 @@ class Fill(Instruction):
     NAME: ClassVar[str] = "fill"
 
     @classmethod
-    def create(cls, out: RegisterTensor, value: Any, span: Span | None = None) -> "Fill":
+    def create(cls, out: RegisterTensor, value: Any, span: Span | None = None) -> Fill:
         return cls(out, as_expr(value, like=out.dtype), user_span(span))
 
     def writes(self):
@@ -231,7 +231,7 @@ class ReduceRegister(Instruction):
 
     @classmethod
     def create(cls, src: RegisterTensor, out: RegisterTensor, dim: int, kind: str,
-               clear: bool = True, span: Span | None = None) -> "ReduceRegister":
+               clear: bool = True, span: Span | None = None) -> ReduceRegister:
         span = user_span(span)
         if kind not in REDUCE_KINDS:
             raise TilecraftError("TC603", span, instr="reduce",

@@ -19,6 +19,7 @@ from tilecraft.ir.printer import stmt_str as tile_stmt_str
 from tilecraft.layout import SharedLayout, row_major
 
 from . import instructions as bi
+from . import transfer as tr
 from .compute import BinaryOp, Cast, Dot, Fill, ReduceRegister, UnaryOp, View
 from .tensors import BlockTensor, RegisterTensor, SharedTensor
 
@@ -39,10 +40,8 @@ def _operand(x) -> str:
 
 def _offset(s) -> str:
     text = f"offset=[{', '.join(expr_str(o) for o in s.offset)}]"
-    tile = s.out if isinstance(s, (bi.LoadGlobal, bi.LoadShared)) else \
-        s.src if isinstance(s, (bi.StoreGlobal, bi.StoreShared)) else s.dst
-    big = s.src if isinstance(s, (bi.LoadGlobal, bi.LoadShared, bi.CopyAsync)) else s.dst
-    default = tuple(range(big.ndim - tile.ndim, big.ndim))
+    whole, tile = s.whole, s.tile
+    default = tuple(range(whole.ndim - tile.ndim, whole.ndim))
     return text if tuple(s.dims) == default else f"{text}, dims={list(s.dims)}"
 
 
@@ -60,13 +59,13 @@ def instruction_str(s: bi.Instruction) -> str:
         return f"{s.out.name} = allocate_global({s.out.type_str()})"
     if isinstance(s, bi.ViewGlobal):
         return f"{s.out.name} = view_global({s.src.name}, {s.out.type_str()})"
-    if isinstance(s, (bi.LoadGlobal, bi.LoadShared)):
+    if isinstance(s, (tr.LoadGlobal, tr.LoadShared)):
         return f"{s.NAME}({s.src.name}, {_offset(s)}, out={s.out.name})"
-    if isinstance(s, (bi.StoreGlobal, bi.StoreShared)):
+    if isinstance(s, (tr.StoreGlobal, tr.StoreShared)):
         return f"{s.NAME}({s.src.name}, {s.dst.name}, {_offset(s)})"
-    if isinstance(s, bi.CopyAsync):
+    if isinstance(s, tr.CopyAsync):
         return f"copy_async({s.dst.name}, {s.src.name}, {_offset(s)})"
-    if isinstance(s, bi.CopyAsyncWaitGroup):
+    if isinstance(s, tr.CopyAsyncWaitGroup):
         return f"copy_async_wait_group({s.n})"
     if isinstance(s, BinaryOp):
         return f"{s.name}({_operand(s.a)}, {_operand(s.b)}, out={s.out.name})"

@@ -38,7 +38,7 @@ class BlockProgram:
 
     @classmethod
     def create(cls, name: str, params: Any, grid: Any, num_threads: int, body: Any,
-               block_vars: Any = None, span: Span | None = None) -> "BlockProgram":
+               block_vars: Any = None, span: Span | None = None) -> BlockProgram:
         """Normalise: grid entries become Exprs, `block_vars` may be names (default bi, bj, bk)
         or Vars, `body` may be a list of statements."""
         grid = tuple(as_expr(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))

@@ -79,7 +79,7 @@ class RegisterTensor(BlockTensor):
 
     @classmethod
     def create(cls, name: str, dtype: Any, layout: Fragment, shape: Any = None,
-               span: Span | None = None) -> "RegisterTensor":
+               span: Span | None = None) -> RegisterTensor:
         """A new register tensor; `shape` defaults to the layout's shape (TC601 if they differ)."""
         span = user_span(span)
         if not isinstance(layout, Fragment):
@@ -94,7 +94,7 @@ class RegisterTensor(BlockTensor):
         return cls(buf, layout)
 
     @classmethod
-    def of(cls, buffer: Buffer, layout: Fragment) -> "RegisterTensor":
+    def of(cls, buffer: Buffer, layout: Fragment) -> RegisterTensor:
         """Wrap an existing Tile IR fragment buffer (lowering)."""
         if tuple(buffer.shape) != tuple(layout.shape):
             raise TilecraftError("TC601", buffer.span, tensor=buffer.name, layout=repr(layout),
@@ -114,7 +114,7 @@ class SharedTensor(BlockTensor):
 
     @classmethod
     def create(cls, name: str, dtype: Any, shape: Any, layout: SharedLayout | None = None,
-               span: Span | None = None) -> "SharedTensor":
+               span: Span | None = None) -> SharedTensor:
         """A new shared tensor, row-major unless `layout` is given (TC601 on a shape mismatch)."""
         span = user_span(span)
         buf = Buffer.create(name, shape, dtype, "shared", span)
@@ -122,7 +122,7 @@ class SharedTensor(BlockTensor):
 
     @classmethod
     def of(cls, buffer: Buffer, layout: SharedLayout | None = None,
-           span: Span | None = None) -> "SharedTensor":
+           span: Span | None = None) -> SharedTensor:
         """Wrap a Tile IR shared buffer (lowering)."""
         static = buffer.static_shape
         if static is None:
@@ -147,12 +147,12 @@ class GlobalTensor(BlockTensor):
     __hash__ = BlockTensor.__hash__
 
     @classmethod
-    def create(cls, name: str, dtype: Any, shape: Any, span: Span | None = None) -> "GlobalTensor":
+    def create(cls, name: str, dtype: Any, shape: Any, span: Span | None = None) -> GlobalTensor:
         """A new global tensor (a parameter, a view's result or a workspace)."""
         return cls(Buffer.create(name, shape, dtype, "global", user_span(span)))
 
     @classmethod
-    def of(cls, buffer: Buffer) -> "GlobalTensor":
+    def of(cls, buffer: Buffer) -> GlobalTensor:
         """Wrap a Tile IR global buffer (a kernel parameter)."""
         return cls(buffer)
 

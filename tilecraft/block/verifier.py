@@ -16,11 +16,10 @@ from tilecraft.ir import For, If, LetStmt, SeqStmt, Stmt, While
 from tilecraft.layout import LayoutError, check_view
 
 from .compute import BinaryOp, Cast, Dot, ReduceRegister, UnaryOp, View, result_dtype
-from .instructions import (AllocateGlobal, AllocateRegister, AllocateShared, CopyAsync,
-                           Instruction, LoadGlobal, LoadShared, StoreGlobal, StoreShared,
-                           ViewGlobal, _Tiled)
+from .instructions import AllocateGlobal, AllocateRegister, AllocateShared, Instruction, ViewGlobal
 from .program import BlockProgram
-from .tensors import BlockTensor, GlobalTensor, RegisterTensor
+from .tensors import GlobalTensor, RegisterTensor, SharedTensor
+from .transfer import CopyAsync, LoadGlobal, LoadShared, StoreGlobal, StoreShared, Tiled
 
 _DEFINES = (AllocateRegister, AllocateShared, AllocateGlobal, ViewGlobal)
 _CHECKS: dict[type, Callable] = {}
@@ -93,17 +92,9 @@ def _view_global(s: ViewGlobal) -> None:
                    f"{nb} x {b.dtype.bits} bits")
 
 
-def _tile_and_big(s: _Tiled) -> tuple[BlockTensor, BlockTensor]:
-    if isinstance(s, (LoadGlobal, LoadShared)):
-        return s.out, s.src
-    if isinstance(s, (StoreGlobal, StoreShared)):
-        return s.src, s.dst
-    return s.dst, s.src  # CopyAsync
-
-
 @_check(LoadGlobal, LoadShared, StoreGlobal, StoreShared, CopyAsync)
-def _tiled(s: _Tiled) -> None:
-    tile, big = _tile_and_big(s)
+def _tiled(s: Tiled) -> None:
+    tile, big = s.tile, s.whole
     if tile.dtype != big.dtype:
         raise _bad(s, f"`{tile.name}` is {tile.dtype} but `{big.name}` is {big.dtype} (moving "
                    "data does not convert; cast in registers)")
@@ -117,9 +108,9 @@ def _tiled(s: _Tiled) -> None:
             any(not 0 <= d < big.ndim for d in dims):
         raise _bad(s, f"the rank-{tile.ndim} tile `{tile.name}` cannot cover dims {list(dims)} "
                    f"of the rank-{big.ndim} tensor `{big.name}` (increasing, one per tile dim)")
-    for d, extent in zip(dims, tile.shape):
+    for d, extent in zip(dims, tile.shape):  # global tiles may run past the end (clipped)
         size = big.shape[d]
-        if isinstance(size, int) and isinstance(extent, int) and extent > size:
+        if isinstance(big, SharedTensor) and extent > size:
             raise _bad(s, f"the tile `{tile.name}` takes {extent} elements of dimension {d} of "
                        f"`{big.name}`, which has {size}")
 

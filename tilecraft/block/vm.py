@@ -185,9 +185,9 @@ def _bind(program: BlockProgram, args: list[Any]) -> tuple[dict, dict]:
     return buffers, scalars
 
 
-def run(program: BlockProgram, args: list[Any]) -> None:
+def run(program: BlockProgram, args: list[Any]) -> BlockVM:
     """Verify `program`, then run every block on `args` (numpy arrays written in place, and
-    numbers for scalar parameters)."""
+    numbers for scalar parameters). Returns the machine, holding the last block's state."""
     from .verifier import verify
 
     verify(program)
@@ -207,6 +207,7 @@ def run(program: BlockProgram, args: list[Any]) -> None:
         except ExitBlock:
             pass
         vm.env = saved
+    return vm
 
 
 __all__ = ["BlockVM", "ExitBlock", "run"]

@@ -19,8 +19,9 @@ from tilecraft.interp.values import np_type, store_cast
 from tilecraft.ir import Buffer, Gemm, Reduce, Var
 
 from . import instructions as bi
+from . import transfer as tr
 from .compute import BinaryOp, Cast, Dot, Fill, ReduceRegister, UnaryOp, View, elementwise_expr
-from .tensors import RegisterTensor
+from .tensors import RegisterTensor, SharedTensor
 from .vm import BlockVM, ExitBlock, PendingCopy, shared_offsets
 
 _RULES: dict[type, Callable] = {}
@@ -121,36 +122,36 @@ def _shared_positions(vm: BlockVM, s, tensor, tile_shape) -> np.ndarray:
     return shared_offsets(tensor.layout)[idx]
 
 
-@rule(bi.LoadGlobal)
-def _load_global(vm: BlockVM, s: bi.LoadGlobal) -> None:
+@rule(tr.LoadGlobal)
+def _load_global(vm: BlockVM, s: tr.LoadGlobal) -> None:
     vm.regs[s.out] = vm.to_threads(s.out, _read_global(vm, s, s.src, s.out.shape))
 
 
-@rule(bi.StoreGlobal)
-def _store_global(vm: BlockVM, s: bi.StoreGlobal) -> None:
+@rule(tr.StoreGlobal)
+def _store_global(vm: BlockVM, s: tr.StoreGlobal) -> None:
     tile = vm.to_logical(s.src)
     arr = vm.buffers[s.dst.buffer]
     idx, inside = _tile_index(vm, s, arr.shape, s.src.shape)
     arr[tuple(i[inside] for i in idx)] = tile[inside]  # outside the tensor: dropped
 
 
-@rule(bi.LoadShared)
-def _load_shared(vm: BlockVM, s: bi.LoadShared) -> None:
+@rule(tr.LoadShared)
+def _load_shared(vm: BlockVM, s: tr.LoadShared) -> None:
     pos = _shared_positions(vm, s, s.src, s.out.shape)
     vm.check_pending(s.src, pos, "read")
     vm.regs[s.out] = vm.to_threads(s.out, vm.shared(s.src)[pos])
 
 
-@rule(bi.StoreShared)
-def _store_shared(vm: BlockVM, s: bi.StoreShared) -> None:
+@rule(tr.StoreShared)
+def _store_shared(vm: BlockVM, s: tr.StoreShared) -> None:
     tile = vm.to_logical(s.src)
     pos = _shared_positions(vm, s, s.dst, s.src.shape)
     vm.check_pending(s.dst, pos, "written")
     vm.shared(s.dst)[pos] = tile
 
 
-@rule(bi.CopyAsync)
-def _copy_async(vm: BlockVM, s: bi.CopyAsync) -> None:
+@rule(tr.CopyAsync)
+def _copy_async(vm: BlockVM, s: tr.CopyAsync) -> None:
     data = _read_global(vm, s, s.src, s.dst.shape)
     pos = shared_offsets(s.dst.layout)
     vm.shared(s.dst)
@@ -159,14 +160,14 @@ def _copy_async(vm: BlockVM, s: bi.CopyAsync) -> None:
     vm.open_group.append(PendingCopy(s.dst, pos, data, s.span))
 
 
-@rule(bi.CopyAsyncCommitGroup)
+@rule(tr.CopyAsyncCommitGroup)
 def _commit(vm: BlockVM, s) -> None:
     vm.committed.append(vm.open_group)
     vm.open_group = []
 
 
-@rule(bi.CopyAsyncWaitGroup)
-def _wait(vm: BlockVM, s: bi.CopyAsyncWaitGroup) -> None:
+@rule(tr.CopyAsyncWaitGroup)
+def _wait(vm: BlockVM, s: tr.CopyAsyncWaitGroup) -> None:
     while len(vm.committed) > s.n:
         vm.complete(vm.committed.pop(0))
 
@@ -187,7 +188,7 @@ def _print(vm: BlockVM, s: bi.Print) -> None:
     t = s.tensor
     if isinstance(t, RegisterTensor):
         values = vm.to_logical(t)
-    elif isinstance(t, bi.SharedTensor):
+    elif isinstance(t, SharedTensor):
         pos = shared_offsets(t.layout)
         vm.check_pending(t, pos, "read")
         values = vm.shared(t)[pos]
