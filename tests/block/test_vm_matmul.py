@@ -35,3 +35,17 @@ def test_matmul_rounds_like_the_tile_ir_gemm():
         part = a[:, k:k + 16].astype(np.float64) @ b[k:k + 16].astype(np.float64)
         acc = (part + acc.astype(np.float64)).astype(np.float32)
     np.testing.assert_array_equal(c, acc.astype(np.float16))
+
+
+def test_shared_tiles_are_stored_through_their_swizzled_layout():
+    from tilecraft.block import SharedTensor
+    from tilecraft.block.vm import run
+
+    a, b, c = _inputs(64, 8, 16)
+    prog = matmul(64, 8, 16, shared=True)
+    vm = run(prog, [a, b, c])
+    sa = next(t for t in vm.smem if isinstance(t, SharedTensor) and t.name == "sa")
+    assert sa.layout.swizzle is not None
+    flat = vm.smem[sa]
+    np.testing.assert_array_equal(flat[sa.layout.offsets()], a)  # the logical tile
+    assert not np.array_equal(flat.reshape(64, 16), a)  # ... not stored row-major

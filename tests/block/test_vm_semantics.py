@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tilecraft.block import (
+    AllocateGlobal,
     AllocateRegister,
     BinaryOp,
     BlockProgram,
@@ -13,11 +14,13 @@ from tilecraft.block import (
     Fill,
     GlobalTensor,
     LoadGlobal,
+    Print,
     ReduceRegister,
     RegisterTensor,
     StoreGlobal,
     UnaryOp,
     View,
+    ViewGlobal,
 )
 from tilecraft.block.vm import BlockVM, run
 from tilecraft.diagnostics import TilecraftError
@@ -176,3 +179,46 @@ def test_vm_is_a_block_vm_subclass_of_the_interpreter_machine():
     from tilecraft.interp.machine import Machine
 
     assert issubclass(BlockVM, Machine)
+
+
+def test_dims_choose_the_dimensions_a_tile_covers():
+    g = GlobalTensor.create("g", "float32", (4, 16, 32))
+    o = GlobalTensor.create("o", "float32", (16,))
+    col = RegisterTensor.create("col", "float32", spatial(16).replicate(8))
+    body = [AllocateRegister.create(col), LoadGlobal.create(g, col, offset=(2, 0, 5), dims=(1,)),
+            StoreGlobal.create(col, o)]
+    data = np.random.default_rng(4).standard_normal((4, 16, 32)).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    BlockProgram.create("p", (g, o), (1,), 128, body).run(data, out)
+    np.testing.assert_array_equal(out, data[2, :, 5])
+
+
+def test_a_workspace_is_zeroed_once_and_shared_by_the_blocks():
+    ws = GlobalTensor.create("ws", "int32", (128,))
+    x = RegisterTensor.create("x", "int32", spatial(128))
+    body = [AllocateGlobal.create(ws), AllocateRegister.create(x), LoadGlobal.create(ws, x),
+            BinaryOp.create("+", x, 1, x), StoreGlobal.create(x, ws)]
+    vm = run(BlockProgram.create("p", (), (3,), 128, body), [])
+    assert (vm.buffers[ws.buffer] == 3).all()
+
+
+def test_view_global_reinterprets_the_bytes():
+    g = GlobalTensor.create("g", "float16", (8, 16))
+    u = GlobalTensor.create("u", "uint32", (8, 8))
+    o = GlobalTensor.create("o", "uint32", (8, 8))
+    r = RegisterTensor.create("r", "uint32", spatial(8, 8).replicate(2))
+    body = [ViewGlobal.create(g, u), AllocateRegister.create(r), LoadGlobal.create(u, r),
+            StoreGlobal.create(r, o)]
+    x = np.random.default_rng(5).standard_normal((8, 16)).astype(np.float16)
+    out = np.zeros((8, 8), np.uint32)
+    BlockProgram.create("p", (g, o), (1,), 128, body).run(x, out)
+    np.testing.assert_array_equal(out, x.view(np.uint32))
+
+
+def test_print_shows_the_logical_tensor(capsys):
+    x = RegisterTensor.create("x", "int32", spatial(4, 32))
+    prog = BlockProgram.create("p", (), (1,), 128, [
+        AllocateRegister.create(x), Fill.create(x, 7), Print.create(x, msg="after fill")])
+    prog.run()
+    text = capsys.readouterr().out
+    assert text.startswith("[block (0,)] after fill x (int32[4, 32]):\n[[7 7 7")

@@ -30,10 +30,6 @@ REDUCE_KINDS = ("sum", "abssum", "max", "absmax", "min")
 Operand = RegisterTensor | Expr
 
 
-def operand_dtype(x: Operand) -> dt.DataType:
-    return x.dtype
-
-
 def elementwise_expr(op: str, args: tuple[Expr, ...]) -> Expr:
     """The Tile IR expression of an element-wise op on scalar `args` (the language's rules:
     tilecraft/language/math.py): `neg` is `0 - x`, `abs` keeps the dtype, math functions compute
@@ -51,8 +47,7 @@ def elementwise_expr(op: str, args: tuple[Expr, ...]) -> Expr:
 
 def result_dtype(op: str, operands: tuple[Operand, ...]) -> dt.DataType:
     """The dtype of `op` on these operands (that of `elementwise_expr`)."""
-    args = tuple(Var("x", operand_dtype(o)) if isinstance(o, RegisterTensor) else o
-                 for o in operands)
+    args = tuple(Var("x", o.dtype) if isinstance(o, RegisterTensor) else o for o in operands)
     return elementwise_expr(op, args).dtype
 
 
@@ -79,8 +74,8 @@ class BinaryOp(Instruction):
         if op not in BINARY_OPS:
             raise TilecraftError("TC603", span, instr="binary",
                                  detail=f"unknown operator {op!r}; one of {sorted(BINARY_OPS)}")
-        like = (a if isinstance(a, RegisterTensor) else b).dtype \
-            if isinstance(a, RegisterTensor) or isinstance(b, RegisterTensor) else None
+        tensors = [x for x in (a, b) if isinstance(x, RegisterTensor)]
+        like = tensors[0].dtype if tensors else None  # Python numbers take the tensor's dtype
         return cls(op, _operand(a, like), _operand(b, like), out, span)
 
     @property
