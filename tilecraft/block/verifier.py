@@ -35,7 +35,8 @@ def _check(*classes: type):
 
 
 def _bad(s: Instruction, detail: str) -> TilecraftError:
-    return TilecraftError("TC603", s.span, instr=s.NAME, detail=detail)
+    name = s.name if isinstance(s, (BinaryOp, UnaryOp)) else s.NAME  # `add`, `exp`, ...
+    return TilecraftError("TC603", s.span, instr=name, detail=detail)
 
 
 def verify(program: BlockProgram) -> None:
