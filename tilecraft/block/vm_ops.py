@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.interp.evaluate import _compute_type
+from tilecraft.interp.evaluate import compute_type
 from tilecraft.interp.ops import run_tile_op
 from tilecraft.interp.values import np_type, store_cast
 from tilecraft.ir import Buffer, Gemm, Reduce, Var
@@ -221,7 +221,7 @@ def _elementwise(vm: BlockVM, s) -> None:
     operands = (s.a, s.b) if isinstance(s, BinaryOp) else (s.src,)
     vars_, expr = _prepared_expr(vm, s, operands)
     for v, t in vars_:  # per-thread storage: the layouts are equal (verified)
-        vm.env[v] = vm.register(t).astype(_compute_type(t.dtype), copy=False)
+        vm.env[v] = vm.register(t).astype(compute_type(t.dtype), copy=False)
     try:
         value = vm.ev.eval(expr)
     finally:
@@ -233,7 +233,7 @@ def _elementwise(vm: BlockVM, s) -> None:
 
 @rule(Cast)
 def _cast(vm: BlockVM, s: Cast) -> None:
-    value = vm.register(s.src).astype(_compute_type(s.src.dtype), copy=False)
+    value = vm.register(s.src).astype(compute_type(s.src.dtype), copy=False)
     vm.regs[s.out] = np.ascontiguousarray(store_cast(s.out.dtype, value))
 
 

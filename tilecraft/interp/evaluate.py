@@ -24,7 +24,7 @@ _UNARY = {
 }
 
 
-def _compute_type(t: dt.DataType) -> np.dtype:
+def compute_type(t: dt.DataType) -> np.dtype:
     """Arithmetic happens in the IR dtype; sub-byte and 8-bit floats compute in float32."""
     if t.is_float and (not t.is_standard or t.bits <= 8):
         return np.dtype(np.float32)
@@ -44,7 +44,7 @@ class Evaluator:
 
     def eval(self, e: Expr):
         if isinstance(e, Const):
-            t = _compute_type(e.dtype)
+            t = compute_type(e.dtype)
             if e.dtype.is_integer:  # wrapped to the type's width, like the C literal's value
                 return int_value(e.value, e.dtype)
             if e.dtype.is_float and (not e.dtype.is_standard or t != np_type(e.dtype)):
@@ -64,7 +64,7 @@ class Evaluator:
             return self.binop(e)
         if isinstance(e, Compare):
             return compare(e.op, self.eval(e.a), self.eval(e.b), e.a.dtype, e.b.dtype,
-                           _compute_type)
+                           compute_type)
         if isinstance(e, Not):
             return np.logical_not(self.eval(e.a))
         if isinstance(e, Select):
@@ -74,10 +74,10 @@ class Evaluator:
                 a, b = self.eval(e.a), self.eval(e.b)
             finally:
                 self.lenient -= 1
-            return np.where(c, a, b).astype(_compute_type(e.dtype))
+            return np.where(c, a, b).astype(compute_type(e.dtype))
         if isinstance(e, Cast):
             v = self.eval(e.value)
-            return store_cast(e.dtype, v).astype(_compute_type(e.dtype))
+            return store_cast(e.dtype, v).astype(compute_type(e.dtype))
         if isinstance(e, Call):
             return self.call(e)
         if isinstance(e, BufferLoad):
@@ -86,7 +86,7 @@ class Evaluator:
 
     def binop(self, e: BinOp):
         a, b = self.eval(e.a), self.eval(e.b)
-        t = _compute_type(e.dtype)
+        t = compute_type(e.dtype)
         op = e.op
         if op in ("and", "or"):
             return (np.logical_and if op == "and" else np.logical_or)(a, b)
@@ -113,7 +113,7 @@ class Evaluator:
 
     def call(self, e: Call):
         args = [self.eval(a) for a in e.args]
-        t = _compute_type(e.dtype)
+        t = compute_type(e.dtype)
         if e.op == "abs":
             return np.abs(args[0])
         ft = np.float64 if e.dtype.name == "float64" else np.float32  # as the GPU computes
@@ -139,7 +139,7 @@ class Evaluator:
         if all(np.ndim(i) == 0 for i in idx):
             ix = tuple(int(i) for i in idx)
             if self.lenient and not _inside(ix, arr.shape):
-                return np.zeros((), arr.dtype)[()].astype(_compute_type(buf.dtype))
+                return np.zeros((), arr.dtype)[()].astype(compute_type(buf.dtype))
             self.check_bounds(buf, ix)
             v = arr[ix]
         else:
@@ -159,8 +159,8 @@ class Evaluator:
                     self.check_bounds(buf, tuple(idx))
                 clipped = tuple(np.clip(i, 0, n - 1) for i, n in zip(idx, arr.shape))
                 v = arr[clipped]
-        return np.asarray(v).astype(_compute_type(buf.dtype), copy=False)[()] if np.ndim(v) == 0 \
-            else np.asarray(v).astype(_compute_type(buf.dtype), copy=False)
+        return np.asarray(v).astype(compute_type(buf.dtype), copy=False)[()] if np.ndim(v) == 0 \
+            else np.asarray(v).astype(compute_type(buf.dtype), copy=False)
 
     def check_bounds(self, buf: Buffer, idx) -> None:
         arr = self.m.buffers[buf]

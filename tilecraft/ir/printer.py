@@ -83,6 +83,8 @@ def _tileop(s) -> str:
         return f"T.use_swizzle({s.panel_size}, order={s.order!r})"
     if isinstance(s, AnnotateLayout):
         return "T.annotate_layout({" + ", ".join(f"{b.name}: {lay}" for b, lay in s.layouts) + "})"
+    if type(s).__str__ is not Stmt.__str__:  # a statement that prints itself (block instructions)
+        return str(s)
     return type(s).__name__
 
 

@@ -83,4 +83,5 @@ def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
         if isinstance(s, DeviceAssert):
             out.append(s.cond)
         return tuple(out)
-    return ()
+    exprs = getattr(s, "exprs", None)  # block instructions (tilecraft/block) list their own
+    return tuple(exprs()) if callable(exprs) else ()
