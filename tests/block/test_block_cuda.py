@@ -1,0 +1,117 @@
+"""Block programs on the GPU: the printer's CUDA compiles (NVRTC, sm_90a) and, on a GPU, gives
+what the block VM gives (the VM is the specification): loads/stores through layouts, shared
+layouts with swizzles, copy_async, element-wise ops, casts, reductions and dot (their SIMT
+forms, staged through shared memory)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilecraft.block import (AllocateRegister, BinaryOp, BlockProgram, Cast, GlobalTensor,
+                             LoadGlobal, Print, ReduceRegister, RegisterTensor, StoreGlobal,
+                             UnaryOp)
+from tilecraft.codegen.block_cuda import print_cuda
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.layout import spatial
+
+from .programs import here, matmul
+
+ROWS = spatial(16, 8).local(1, 4)  # a [16, 32] tile over 128 threads
+
+
+def _elementwise_and_reduce() -> BlockProgram:
+    """y = cast_f16(max(x * 3 + 1, 0)) and z = row sums of x (float32), on a 32 x 32 tensor
+    in two blocks of 16 rows."""
+    gx = GlobalTensor.create("x", "float32", (32, 32))
+    gy = GlobalTensor.create("y", "float16", (32, 32))
+    gz = GlobalTensor.create("z", "float32", (32,))
+    x, t = (RegisterTensor.create(n, "float32", ROWS) for n in ("xr", "t"))
+    y = RegisterTensor.create("yr", "float16", ROWS)
+    z = RegisterTensor.create("zr", "float32", ROWS.reduce(1, keepdim=False))
+    prog = BlockProgram.create("ew", (gx, gy, gz), (2,), 128, [])
+    (bi,) = prog.block_vars
+    body = [AllocateRegister.create(x), AllocateRegister.create(t), AllocateRegister.create(y),
+            AllocateRegister.create(z), LoadGlobal.create(gx, x, offset=(bi * 16, 0)),
+            BinaryOp.create("*", x, 3.0, t), BinaryOp.create("+", t, 1.0, t),
+            BinaryOp.create("max", t, 0.0, t), UnaryOp.create("neg", t, t),
+            UnaryOp.create("abs", t, t), Cast.create(t, y),
+            StoreGlobal.create(y, gy, offset=(bi * 16, 0)),
+            ReduceRegister.create(x, z, dim=1, kind="sum"),
+            StoreGlobal.create(z, gz, offset=(bi * 16,))]
+    return BlockProgram.create("ew", (gx, gy, gz), (2,), 128, body, block_vars=(bi,))
+
+
+def _compile(program):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from tilecraft.runtime import compile_cuda
+
+    source, name, _ = print_cuda(program)
+    return compile_cuda(source, "sm_90a", name=name).resources
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_figure_2_matmul_compiles_without_spills(shared):
+    res = _compile(matmul(128, 16, 64, shared=shared))
+    assert res.spill_stores == 0 and res.spill_loads == 0
+
+
+def test_elementwise_and_reduce_compile():
+    res = _compile(_elementwise_and_reduce())
+    assert res.spill_stores == 0
+
+
+def test_user_names_never_collide_with_the_printers():
+    source, _, _ = print_cuda(matmul(128, 16, 64, shared=True))  # tensors `acc`, `tc`
+    assert "float acc_[4];" in source and "half tc_[4];" in source
+    assert "float acc = acc_[li];" in source  # the printer's own `acc`
+
+
+def test_an_instruction_the_printer_lacks_is_tc502_at_its_line():
+    gx = GlobalTensor.create("x", "float32", (16, 32))
+    x = RegisterTensor.create("xr", "float32", ROWS)
+    line = here() + 1
+    body = [AllocateRegister.create(x), LoadGlobal.create(gx, x), Print.create(x)]
+    with pytest.raises(TilecraftError) as e:
+        print_cuda(BlockProgram.create("p", (gx,), (1,), 128, body))
+    assert e.value.code == "TC502" and e.value.span.line == line
+
+
+def _gpu_args(arrays):
+    import torch
+
+    return [torch.from_numpy(a).cuda() for a in arrays]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shared", [False, True])
+def test_matmul_on_the_gpu_matches_the_vm(shared):
+    from tilecraft.codegen.block_cuda import build_block_kernel
+
+    m, n, k = 128, 16, 64
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c_vm = np.full((m, n), np.nan, np.float16)
+    prog = matmul(m, n, k, shared=shared)
+    prog.run(a, b, c_vm)
+    args = _gpu_args([a, b, np.full((m, n), np.nan, np.float16)])
+    build_block_kernel(prog)(*args)
+    c = args[2].cpu().numpy()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(c - ref).max() / np.abs(ref).max() < 2e-3
+    np.testing.assert_allclose(c.astype(np.float32), c_vm.astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.gpu
+def test_elementwise_and_reduce_on_the_gpu_match_the_vm():
+    from tilecraft.codegen.block_cuda import build_block_kernel
+
+    prog = _elementwise_and_reduce()
+    x = np.random.default_rng(4).standard_normal((32, 32)).astype(np.float32)
+    vm = [x, np.full((32, 32), np.nan, np.float16), np.full(32, np.nan, np.float32)]
+    prog.run(*vm)
+    args = _gpu_args([x, vm[1] * 0, vm[2] * 0])
+    build_block_kernel(prog)(*args)
+    np.testing.assert_array_equal(args[1].cpu().numpy(), vm[1])  # exact ops: bit for bit
+    np.testing.assert_allclose(args[2].cpu().numpy(), vm[2], rtol=1e-6)

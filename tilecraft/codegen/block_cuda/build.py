@@ -1,0 +1,49 @@
+"""Compile a printed block program with NVRTC and launch it through the runtime."""
+
+from __future__ import annotations
+
+from tilecraft.block import BlockProgram
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import Const, Var
+
+from .printer import print_cuda
+
+
+class BlockKernel:
+    """A compiled block program: `.source`, `.resources`, and `kernel(*tensors, *scalars)` in
+    the program's parameter order (torch CUDA tensors; they are written in place)."""
+
+    def __init__(self, program: BlockProgram, arch: str):
+        from tilecraft.runtime import (ArgChecker, LaunchSpec, RuntimeKernel, ScalarParam,
+                                       TensorParam, compile_cuda)
+
+        self.program = program
+        self.source, name, smem = print_cuda(program)
+        params = []
+        for p in program.params:
+            if isinstance(p, Var):
+                params.append(ScalarParam(p.name, p.dtype.name))
+            else:
+                params.append(TensorParam(p.buffer.name, p.dtype.name, tuple(p.buffer.shape)))
+        grid = []
+        for g in program.grid:
+            if not isinstance(g, Const):
+                raise TilecraftError("TC502", span=program.span, detail=f"the grid entry `{g}` "
+                                     "of a block program on the GPU", hint="use constant grids")
+            grid.append(int(g.value))
+        launch = LaunchSpec(grid=tuple(grid), block=(program.num_threads,), smem=smem)
+        compiled = compile_cuda(self.source, arch, name=name)
+        checker = ArgChecker(tuple(params), kernel=name)
+        self.runtime = RuntimeKernel(compiled, tuple(params), launch, self.source, checker=checker)
+
+    @property
+    def resources(self):
+        return self.runtime.resources
+
+    def __call__(self, *args) -> None:
+        self.runtime(*args)
+
+
+def build_block_kernel(program: BlockProgram, arch: str = "sm_90a") -> BlockKernel:
+    """Print, compile and wrap `program` for `arch`."""
+    return BlockKernel(program, arch)
