@@ -114,4 +114,6 @@ def test_elementwise_and_reduce_on_the_gpu_match_the_vm():
     args = _gpu_args([x, vm[1] * 0, vm[2] * 0])
     build_block_kernel(prog)(*args)
     np.testing.assert_array_equal(args[1].cpu().numpy(), vm[1])  # exact ops: bit for bit
-    np.testing.assert_allclose(args[2].cpu().numpy(), vm[2], rtol=1e-6)
+    # float32 sums in another order: within a few ulp of the row's sum of magnitudes
+    bound = 1e-6 * np.abs(x.astype(np.float64)).sum(1)
+    assert (np.abs(args[2].cpu().numpy() - vm[2]) <= bound).all()
