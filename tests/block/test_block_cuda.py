@@ -62,9 +62,12 @@ def test_elementwise_and_reduce_compile():
 
 
 def test_user_names_never_collide_with_the_printers():
+    from tilecraft.layout import column_spatial
+
     source, _, _ = print_cuda(matmul(128, 16, 64, shared=True))  # tensors `acc`, `tc`
     assert "float acc_[4];" in source and "half tc_[4];" in source
-    assert "float acc = acc_[li];" in source  # the printer's own `acc`
+    simt = _tiled_matmul(b_layout=column_spatial(32, 4).local(1, 8))  # a SIMT dot
+    assert "float acc = acc_[li];" in print_cuda(simt)[0]  # the printer's own `acc`
 
 
 def test_an_instruction_the_printer_lacks_is_tc502_at_its_line():
@@ -117,3 +120,72 @@ def test_elementwise_and_reduce_on_the_gpu_match_the_vm():
     # float32 sums in another order: within a few ulp of the row's sum of magnitudes
     bound = 1e-6 * np.abs(x.astype(np.float64)).sum(1)
     assert (np.abs(args[2].cpu().numpy() - vm[2]) <= bound).all()
+
+
+def _tiled_matmul(b_layout=None) -> BlockProgram:
+    """C[64 x 32] per block = A[64 x K] @ B[K x 32] with 32-wide k steps: per warp 16 rows, four
+    16x8 C blocks and two k16 steps each (an mma plan of 8 steps); `b_layout` replaces B's."""
+    from tilecraft.block import Dot
+    from tilecraft.ir import Const, For, SeqStmt, Var
+    from tilecraft.layout import local, replicate
+    from tilecraft.layout.atoms import MMA_M16N8K16_F16 as ATOM
+
+    m, n, k = 128, 64, 96
+    ga, gb = (GlobalTensor.create(x, "float16", s) for x, s in (("a", (m, k)), ("b", (k, n))))
+    gc = GlobalTensor.create("c", "float32", (m, n))
+    acc = RegisterTensor.create("acc", "float32", spatial(4, 1).local(1, 4) * ATOM.c)
+    ta = RegisterTensor.create("ta", "float16", spatial(4, 1).local(1, 2) * ATOM.a)
+    tb = RegisterTensor.create("tb", "float16", b_layout or replicate(4) * local(2, 4) * ATOM.b)
+    prog = BlockProgram.create("mm", (ga, gb, gc), (m // 64, n // 32), 128, [])
+    bi, bj = prog.block_vars
+    kk = Var.create("kk")
+    step = [LoadGlobal.create(ga, ta, offset=(bi * 64, kk * 32)),
+            LoadGlobal.create(gb, tb, offset=(kk * 32, bj * 32)), Dot.create(ta, tb, acc, out=acc)]
+    body = [AllocateRegister.create(acc, init=0.0), AllocateRegister.create(ta),
+            AllocateRegister.create(tb),
+            For(kk, Const.create(0), Const.create(k // 32), "serial", SeqStmt.create(step)),
+            StoreGlobal.create(acc, gc, offset=(bi * 64, bj * 32))]
+    return BlockProgram.create("mm", (ga, gb, gc), prog.grid, 128, body, block_vars=(bi, bj))
+
+
+def test_dot_is_selected_by_layout_division():
+    from tilecraft.block import Dot
+    from tilecraft.block.select import select_instructions
+    from tilecraft.ir.visitor import walk
+
+    prog = _tiled_matmul()
+    (dot,) = [s for s in walk(prog.body) if isinstance(s, Dot)]
+    plan = select_instructions(prog)[id(dot)]
+    assert plan.steps == ((0, 0, 0), (0, 1, 4), (1, 0, 1), (1, 1, 5), (2, 0, 2), (2, 1, 6),
+                          (3, 0, 3), (3, 1, 7))
+    assert print_cuda(prog)[0].count("tc::mma_m16n8k16_f16_f32(") == 8
+
+
+def test_a_dot_no_atom_divides_is_printed_as_simt():
+    from tilecraft.layout import column_spatial, local
+
+    prog = _tiled_matmul(b_layout=column_spatial(32, 4).local(1, 8))  # B: one k row per lane
+    assert "tc::mma" not in print_cuda(prog)[0]
+    _compile(prog)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mma", [True, False])
+def test_a_tiled_matmul_on_the_gpu_matches_the_vm(mma):
+    from tilecraft.codegen.block_cuda import build_block_kernel
+    from tilecraft.layout import column_spatial, local
+
+    prog = _tiled_matmul(None if mma else column_spatial(32, 4).local(1, 8))
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((128, 96)).astype(np.float16)
+    b = rng.standard_normal((96, 64)).astype(np.float16)
+    c_vm = np.full((128, 64), np.nan, np.float32)
+    prog.run(a, b, c_vm)
+    args = _gpu_args([a, b, np.full((128, 64), np.nan, np.float32)])
+    kernel = build_block_kernel(prog)
+    assert ("tc::mma" in kernel.source) == mma
+    kernel(*args)
+    c = args[2].cpu().numpy()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(c - ref).max() / np.abs(ref).max() < 1e-5
+    np.testing.assert_allclose(c, c_vm, rtol=1e-4, atol=1e-4)

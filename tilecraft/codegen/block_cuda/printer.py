@@ -73,8 +73,9 @@ class _C(str):
 
 
 class BlockPrinter:
-    def __init__(self, program: BlockProgram):
+    def __init__(self, program: BlockProgram, plans: dict | None = None):
         self.program = program
+        self.plans = plans or {}  # id(instruction) -> its selection plan (block/select.py)
         self.lines: list[str] = []
         self.depth = 1
         self.names: dict[object, str] = {}
@@ -157,7 +158,8 @@ class BlockPrinter:
 
     def _AllocateRegister(self, s: AllocateRegister) -> None:
         t = s.out
-        self.w(f"{ctype(t.dtype)} {self.tensor(t)}[{t.layout.local_size}];  // {t.layout}")
+        self.w(f"__align__(16) {ctype(t.dtype)} {self.tensor(t)}[{t.layout.local_size}];  "
+               f"// {t.layout}")
         if s.init is not None:
             self.per_register(t)
             self.w(f"{self.tensor(t)}[li] = {self.cast(t.dtype, s.init)};")
@@ -302,6 +304,9 @@ class BlockPrinter:
         return ptrs
 
     def _Dot(self, s: Dot) -> None:
+        plan = self.plans.get(id(s))
+        if plan is not None:
+            return self.mma(s, plan)
         (m, k), n = (int(x) for x in s.a.shape), int(s.b.shape[1])
         self.open("")
         a, b = self.stage([s.a, s.b])
@@ -315,6 +320,22 @@ class BlockPrinter:
         self.close()
         self.close()
         del m
+
+    def mma(self, s: Dot, plan) -> None:
+        """The plan's mma.sync steps on the operands' register blocks (block/select.py)."""
+        atom = plan.atom
+        na, nb, nc = atom.a.local_size, atom.b.local_size, atom.c.local_size
+        a, b, c, out = (self.tensor(t) for t in (s.a, s.b, s.c, s.out))
+        self.w(f"// dot {s.a.buffer.name} @ {s.b.buffer.name}: {len(plan.steps)} x "
+               f"{atom.name} (layout division)")
+        if out != c:
+            self.per_register(s.out)
+            self.w(f"{out}[li] = {c}[li];")
+            self.close()
+        for lc, la, lb in plan.steps:
+            self.w(f"{plan.func}(&{out}[{lc * nc}], reinterpret_cast<const tc::u32*>(&{a}"
+                   f"[{la * na}]), reinterpret_cast<const tc::u32*>(&{b}[{lb * nb}]), "
+                   f"&{out}[{lc * nc}]);")
 
     def _ReduceRegister(self, s: ReduceRegister) -> None:
         acc = accumulator_dtype(s.src.dtype, s.out.dtype)
@@ -352,8 +373,10 @@ def print_cuda(program: BlockProgram) -> tuple[str, str, int]:
     """(CUDA source, entry name, bytes of dynamic shared memory) of `program` (verified first)."""
     from ..cuda.build import include_lines
 
+    from tilecraft.block.select import select_instructions
+
     program.verify()
-    pr = BlockPrinter(program)
+    pr = BlockPrinter(program, select_instructions(program))
     pr.w("extern __shared__ __align__(1024) unsigned char tc_smem[];")
     pr.w("const int tid = threadIdx.x;")
     for v, axis, g in zip(program.block_vars, "xyz", program.grid):
