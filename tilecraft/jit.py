@@ -165,7 +165,14 @@ class JITKernel:
         from tilecraft.options import CompileOptions
 
         func = self.func
-        cuda = build_cuda_kernel(func, options=CompileOptions.from_env(self.arch))
+        options = CompileOptions.from_env(self.arch)
+        program = self._block_program()
+        if program is not None:  # the Tilus level: the block program's printer
+            from tilecraft.codegen.block_cuda import build_block_kernel
+
+            cuda = build_block_kernel(program, options.target.arch)
+        else:
+            cuda = build_cuda_kernel(func, options=options)
         built = cuda.runtime
         checker = ArgChecker(
             built.params,
@@ -236,6 +243,12 @@ class JITKernel:
             self._fast = kernel.fast_call
         return out
 
+    def _block_program(self):
+        """The kernel as a block program when it is written at the Tilus level, else None."""
+        from tilecraft.block.from_kernel import block_program_of
+
+        return block_program_of(self.func)
+
     def _on_interpreter(self, args: tuple) -> bool:
         if self.target == "interp" or _interpret_forced():
             return True
@@ -249,7 +262,15 @@ class JITKernel:
         func = self.func
         full = self._with_outputs(inputs) if self.out_idx else inputs
         debug_nans = self.debug_nans or _debug_nans_forced()
-        interp.run(func, full, debug_nans=debug_nans)  # checks the arguments first
+        program = self._block_program()
+        if program is not None:  # a kernel written at the Tilus level: the block VM
+            from tilecraft.args import bind_arguments
+            from tilecraft.block.from_kernel import run_on_vm
+
+            bind_arguments(func, full)  # the interpreter's argument checks
+            run_on_vm(program, full)
+        else:
+            interp.run(func, full, debug_nans=debug_nans)  # checks the arguments first
         if not self.out_idx:
             return None
         outs = [full[i] for i in self.out_idx]

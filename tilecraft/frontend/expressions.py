@@ -45,6 +45,11 @@ def value_of(v):
     return as_expr(v) if isinstance(v, Buffer) and v.scope == "var" else v
 
 
+def _register_tensor(v) -> bool:
+    """A Tilus-level register tensor (tilecraft/block), without importing the block IR."""
+    return type(v).__name__ == "RegisterTensor" and type(v).__module__ == "tilecraft.block.tensors"
+
+
 def scalar_of(v):
     """Operands of arithmetic: a var buffer reads its value; another buffer is TC108."""
     return as_expr(v) if isinstance(v, Buffer) else v
@@ -139,6 +144,10 @@ class ExprEvaluator:
     def binop(self, op: str, a, b):
         if op == "@":
             return matmul(a, b)
+        if _register_tensor(a) or _register_tensor(b):  # the Tilus level: a new register tensor
+            from tilecraft.language.tilus import binary
+
+            return binary(op, a, b)
         a, b = scalar_of(a), scalar_of(b)
         if op == "**":
             return power(a, b)
@@ -156,7 +165,13 @@ class ExprEvaluator:
             return self.binop(BINOPS[type(n.op)], a, b)
 
     def expr_UnaryOp(self, n: ast.UnaryOp):
-        v = scalar_of(self.eval(n.operand))
+        v = self.eval(n.operand)
+        if _register_tensor(v) and isinstance(n.op, ast.USub):
+            from tilecraft.language.tilus import neg
+
+            with at_span(self.span(n)):
+                return neg(v)
+        v = scalar_of(v)
         with at_span(self.span(n)):
             if isinstance(n.op, ast.Not):
                 return Not.create(v) if isinstance(v, Expr) else not v

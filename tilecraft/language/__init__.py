@@ -3,7 +3,8 @@
 Everything a kernel uses: kernel & parameters (prim_func, Tensor, Kernel, dynamic), allocation
 (alloc_shared/fragment/local/var), tile ops (copy, gemm, reduce_*, cumsum, fill, clear,
 atomic_*), loops (Parallel, Pipelined, serial, unroll, vectorized), scheduling (use_swizzle,
-annotate_layout), math, and debugging (print, device_assert).
+annotate_layout), math, and debugging (print, device_assert); and the Tilus level (tilus.py:
+allocate_register, load_global, dot, store_global, ... on register tensors with layouts).
 
 Names are imported on first use (`T.gemm` loads `tilecraft.language.tileops`, and with it the
 IR), so importing the language costs nothing when a kernel comes from the jit cache. Every
@@ -90,6 +91,11 @@ _EXPORTS: dict[str, list[str]] = {
         "reduce_min",
         "reduce_sum",
     ],
+    # the Tilus level (block instructions with explicit layouts; tilus.py)
+    "tilus": ["add", "allocate_register", "allocate_shared", "copy_async",
+              "copy_async_commit_group", "copy_async_wait_group", "div", "dot", "exit",
+              "load_global", "load_shared", "mod", "mul", "neg", "store_global", "store_shared",
+              "sub", "synchronize"],
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 

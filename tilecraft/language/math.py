@@ -131,6 +131,12 @@ def cast(value, dtype):
     """Convert `value` to `dtype` (accepts `T.cast(x, "float16")` and `T.cast("float16", x)`)."""
     if isinstance(value, str) and not isinstance(dtype, str):
         value, dtype = dtype, value
+    from tilecraft.block import RegisterTensor
+
+    if isinstance(value, RegisterTensor):  # the Tilus level: a register tensor of another dtype
+        from .tilus import cast_register
+
+        return cast_register(value, dtype)
     value, t = _val(value), dt.resolve(dtype)
     if isinstance(value, int) and not isinstance(value, bool) and t.is_integer:
         return Const.create(wrap_int(value, t), t)  # an explicit conversion wraps, as in C

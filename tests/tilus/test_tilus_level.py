@@ -1,0 +1,137 @@
+"""The Tilus level of the language: kernels written with T.allocate_register / T.load_global /
+T.dot / T.store_global / copy_async / arithmetic on register tensors run on the block VM (CPU
+tensors) and through the block printer (CUDA tensors), and mistakes are located errors."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import tilecraft
+import tilecraft.language as T
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.layout import make_swizzled_layout, spatial
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+from tilus_matmul import A_TILE, ACC, B_TILE, BK, BM, BN, tilus_matmul  # noqa: E402
+
+ROWS = spatial(16, 8).local(1, 4)  # [16, 32] over 128 threads
+
+
+@tilecraft.jit
+def tilus_matmul_shared(M, N, K):
+    """Figure 2 through shared memory: copy_async the tiles, wait, load_shared, dot."""
+
+    @T.prim_func
+    def matmul(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+               C: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // BM, N // BN, threads=128) as (bi, bj):
+            sa = T.allocate_shared("float16", [BM, BK], layout=make_swizzled_layout((BM, BK), 16))
+            sb = T.allocate_shared("float16", [BK, BN])
+            acc = T.allocate_register("float32", layout=ACC, init=0.0)
+            for k in T.serial(K // BK):
+                T.copy_async(sa, A, offset=[bi * BM, k * BK])
+                T.copy_async(sb, B, offset=[k * BK, bj * BN])
+                T.copy_async_commit_group()
+                T.copy_async_wait_group(0)
+                T.synchronize()
+                a = T.load_shared(sa, layout=A_TILE)
+                b = T.load_shared(sb, layout=B_TILE)
+                T.dot(a, b, acc, out=acc)
+                T.synchronize()
+            T.store_global(acc, C, offset=[bi * BM, bj * BN])
+
+    return matmul
+
+
+@tilecraft.jit
+@T.prim_func
+def affine(X: T.Tensor((32, 32), "float32"), Y: T.Tensor((32, 32), "float32")):
+    with T.Kernel(2, threads=128) as bi:
+        x = T.load_global(X, layout=ROWS, offset=[bi * 16, 0])
+        y = -((x * 2.0 + 1.0) / 3.0 - x)
+        T.store_global(y, Y, offset=[bi * 16, 0])
+
+
+def _mm_inputs(device="cpu"):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(128, 64, generator=g).half()
+    b = torch.randn(64, 16, generator=g).half()
+    return a.to(device), b.to(device), (a.double() @ b.double())
+
+
+def _rel(out, ref):
+    return ((out.double().cpu() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_figure_2_matmul_runs_on_the_block_vm(shared):
+    a, b, ref = _mm_inputs()
+    c = torch.full((128, 16), float("nan"), dtype=torch.float32 if shared else torch.float16)
+    (tilus_matmul_shared if shared else tilus_matmul)(128, 16, 64)(a, b, c)
+    assert _rel(c, ref) < (1e-6 if shared else 1e-3)
+
+
+def test_arithmetic_on_register_tensors_means_the_tile_ir_ops():
+    x = torch.randn(32, 32)
+    y = torch.full((32, 32), float("nan"))
+    affine(x, y)
+    xf = x.numpy()
+    want = -(((xf * np.float32(2) + np.float32(1)) / np.float32(3)) - xf)
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_the_kernel_prints_its_block_instructions_and_picks_mma():
+    pytest.importorskip("cuda.bindings.nvrtc")
+    k = tilecraft.jit(arch="sm_90a")(tilus_matmul.factory)(128, 16, 64)
+    assert "load_global(A, offset=[bi * 64, k * 16], out=a)" in k.func.script()
+    src = k.get_kernel_source()
+    assert "tc::mma_m16n8k16_f16_f32(" in src and k.resources.spill_stores == 0
+
+
+def test_a_layout_that_is_not_a_register_layout_is_tc603_at_its_line():
+    with pytest.raises(TilecraftError) as e:  # when the kernel is parsed
+
+        @T.prim_func
+        def bad(X: T.Tensor((16, 32), "float32")):
+            with T.Kernel(1, threads=128) as bi:
+                x = T.load_global(X, layout="row_major")  # ERR
+                T.store_global(x, X)
+
+    assert e.value.code == "TC603" and "# ERR" in e.value.span.source_line()
+
+
+def test_tile_ops_beside_block_instructions_are_tc502_at_the_tile_op():
+    @T.prim_func
+    def mixed(X: T.Tensor((16, 32), "float32")):
+        with T.Kernel(1, threads=128) as bi:
+            x = T.load_global(X, layout=ROWS)
+            f = T.alloc_fragment((16, 32), "float32")  # ERR
+            T.fill(f, 0)
+            T.store_global(x, X)
+
+    with pytest.raises(TilecraftError) as e:
+        tilecraft.jit(mixed)(torch.zeros(16, 32))
+    assert e.value.code == "TC502" and "# ERR" in e.value.span.source_line()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_figure_2_matmul_on_the_gpu(shared):
+    a, b, ref = _mm_inputs("cuda")
+    c = torch.full((128, 16), float("nan"), device="cuda",
+                   dtype=torch.float32 if shared else torch.float16)
+    (tilus_matmul_shared if shared else tilus_matmul)(128, 16, 64)(a, b, c)
+    assert _rel(c, ref) < (1e-6 if shared else 1e-3)
+
+
+@pytest.mark.gpu
+def test_arithmetic_on_the_gpu_matches_the_vm():
+    x = torch.randn(32, 32)
+    want = torch.full((32, 32), float("nan"))
+    affine(x, want)
+    y = torch.full((32, 32), float("nan"), device="cuda")
+    affine(x.cuda(), y)
+    torch.testing.assert_close(y.cpu(), want, rtol=0, atol=0)

@@ -1,0 +1,196 @@
+"""The Tilus level of the language: thread-block-level instructions on tensors with explicit
+layouts (Tilus Table 1; the block IR in tilecraft/block, docs/block_ir.md), in snake_case with
+the paper's argument order.
+
+    with T.Kernel(M // 64, N // 8, threads=128) as (bi, bj):
+        acc = T.allocate_register("float32", layout=ACC, init=0.0)
+        for k in range(K // 16):
+            a = T.load_global(A, layout=A_TILE, offset=[bi * 64, k * 16])
+            b = T.load_global(B, layout=B_TILE, offset=[k * 16, bj * 8])
+            T.dot(a, b, acc, out=acc)
+        T.store_global(T.cast(acc, "float16"), C, offset=[bi * 64, bj * 8])
+
+Register tensors are values: `+ - * / %` and unary `-` on them (or `T.add/sub/mul/div/mod/neg`)
+make new register tensors with the operands' layout. `offset` gives the start in every dimension
+of the global or shared tensor; a tile of rank r covers its last r dimensions (or `dims`).
+A kernel written at this level runs on the block VM (CPU tensors) and through the block
+printer (CUDA tensors); mixing these instructions with tile ops in one kernel is TC502 for now.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilecraft.block import (AllocateRegister, AllocateShared, BinaryOp, Cast, CopyAsync,
+                             CopyAsyncCommitGroup, CopyAsyncWaitGroup, Dot, Exit, GlobalTensor,
+                             LoadGlobal, LoadShared, RegisterTensor, SharedTensor, StoreGlobal,
+                             StoreShared, Synchronize, UnaryOp)
+from tilecraft.block.compute import result_dtype
+from tilecraft.diagnostics import TilecraftError, current_span
+from tilecraft.dtypes import resolve
+from tilecraft.frontend.builder import in_kernel
+from tilecraft.ir import Buffer
+from tilecraft.layout import Fragment
+
+def _fresh(what: str) -> str:
+    """The name of the assignment's target (`acc = T.allocate_register(...)`), else `what`,
+    made unique in the kernel."""
+    b = in_kernel(f"T.{what}")
+    return b.unique_name(b.pending_name or what)
+
+
+def _global(g: Any, what: str) -> GlobalTensor:
+    if isinstance(g, GlobalTensor):
+        return g
+    if isinstance(g, Buffer) and g.scope == "global":
+        return GlobalTensor.of(g)
+    raise TilecraftError("TC603", current_span(), instr=what,
+                         detail=f"expected a global tensor (a kernel parameter), got {g!r}")
+
+
+def _register(dtype: Any, layout: Any, what: str, init: Any = None) -> RegisterTensor:
+    if not isinstance(layout, Fragment):
+        raise TilecraftError("TC603", current_span(), instr=what,
+                             detail=f"`layout` must be a register layout (tilecraft.layout "
+                             f"local/spatial/column_local/column_spatial products), got {layout!r}")
+    bld = in_kernel(f"T.{what}")
+    out = RegisterTensor.create(_fresh("r"), resolve(dtype), layout, span=current_span())
+    bld.emit(AllocateRegister.create(out, init=init, span=current_span()))
+    return out
+
+
+def allocate_register(dtype: Any, shape: Any = None, layout: Any = None,
+                      init: Any = None) -> RegisterTensor:
+    """A register tensor of `dtype` laid out by `layout` (its shape is the layout's; `shape`,
+    when given, must equal it); `init` fills it."""
+    t = _register(dtype, layout, "allocate_register", init)
+    if shape is not None and tuple(shape) != tuple(t.shape):
+        raise TilecraftError("TC601", current_span(), tensor=t.name, layout=repr(layout),
+                             layout_shape=list(t.shape), shape=list(shape))
+    return t
+
+
+def allocate_shared(dtype: Any, shape: Any, layout: Any = None) -> SharedTensor:
+    """A shared tensor of `dtype` and `shape` (row-major unless `layout`)."""
+    bld = in_kernel("T.allocate_shared")
+    t = SharedTensor.create(_fresh("s"), resolve(dtype), shape, layout, span=current_span())
+    bld.emit(AllocateShared.create(t, span=current_span()))
+    return t
+
+
+def load_global(g: Any, layout: Any = None, offset: Any = None, dims: Any = None
+                ) -> RegisterTensor:
+    """The tile of global tensor `g` at `offset`, in registers laid out by `layout`."""
+    src = _global(g, "load_global")
+    out = _register(src.dtype, layout, "load_global")
+    in_kernel("T.load_global").emit(LoadGlobal.create(src, out, offset=offset, dims=dims,
+                                                      span=current_span()))
+    return out
+
+
+def load_shared(s: SharedTensor, layout: Any = None, offset: Any = None, dims: Any = None
+                ) -> RegisterTensor:
+    """The tile of shared tensor `s` at `offset`, in registers laid out by `layout`."""
+    out = _register(s.dtype, layout, "load_shared")
+    in_kernel("T.load_shared").emit(LoadShared.create(s, out, offset=offset, dims=dims,
+                                                      span=current_span()))
+    return out
+
+
+def store_global(r: RegisterTensor, g: Any, offset: Any = None, dims: Any = None) -> None:
+    """Store register tensor `r` into global tensor `g` at `offset`."""
+    in_kernel("T.store_global").emit(StoreGlobal.create(r, _global(g, "store_global"),
+                                                        offset=offset, dims=dims,
+                                                        span=current_span()))
+
+
+def store_shared(r: RegisterTensor, s: SharedTensor, offset: Any = None, dims: Any = None
+                 ) -> None:
+    """Store register tensor `r` into shared tensor `s` at `offset`."""
+    in_kernel("T.store_shared").emit(StoreShared.create(r, s, offset=offset, dims=dims,
+                                                        span=current_span()))
+
+
+def copy_async(s: SharedTensor, g: Any, offset: Any = None, dims: Any = None) -> None:
+    """Start copying the tile of global tensor `g` at `offset` into all of shared tensor `s`."""
+    in_kernel("T.copy_async").emit(CopyAsync.create(s, _global(g, "copy_async"), offset=offset,
+                                                    dims=dims, span=current_span()))
+
+
+def copy_async_commit_group() -> None:
+    """The copy_async calls since the last commit form a group."""
+    in_kernel("T.copy_async_commit_group").emit(CopyAsyncCommitGroup.create(span=current_span()))
+
+
+def copy_async_wait_group(n: int) -> None:
+    """Wait until at most `n` committed groups are still copying."""
+    in_kernel("T.copy_async_wait_group").emit(CopyAsyncWaitGroup.create(n, span=current_span()))
+
+
+def synchronize() -> None:
+    """A barrier for the block's threads."""
+    in_kernel("T.synchronize").emit(Synchronize.create(span=current_span()))
+
+
+def exit() -> None:  # noqa: A001 (Tilus's name)
+    """The block stops here."""
+    in_kernel("T.exit").emit(Exit.create(span=current_span()))
+
+
+def cast_register(x: RegisterTensor, dtype: Any) -> RegisterTensor:
+    """`x` converted to `dtype`, same layout (T.cast on a register tensor)."""
+    out = _register(dtype, x.layout, "cast")
+    in_kernel("T.cast").emit(Cast.create(x, out, span=current_span()))
+    return out
+
+
+def dot(a: RegisterTensor, b: RegisterTensor, c: RegisterTensor,
+        out: RegisterTensor | None = None) -> RegisterTensor:
+    """`a @ b + c` into `out` (a new tensor with c's layout when None)."""
+    if out is None:
+        out = _register(c.dtype, c.layout, "dot")
+    in_kernel("T.dot").emit(Dot.create(a, b, c, out=out, span=current_span()))
+    return out
+
+
+def binary(op: str, a: Any, b: Any) -> RegisterTensor:
+    """`a op b` on register tensors (or one register tensor and a scalar)."""
+    like = a if isinstance(a, RegisterTensor) else b
+    out = _register(result_dtype(op, (a, b)), like.layout, "arithmetic")
+    in_kernel("T.arithmetic").emit(BinaryOp.create(op, a, b, out, span=current_span()))
+    return out
+
+
+def unary(op: str, x: RegisterTensor) -> RegisterTensor:
+    out = _register(result_dtype(op, (x,)), x.layout, op)
+    in_kernel(f"T.{op}").emit(UnaryOp.create(op, x, out, span=current_span()))
+    return out
+
+
+def add(a, b):
+    return binary("+", a, b)
+
+
+def sub(a, b):
+    return binary("-", a, b)
+
+
+def mul(a, b):
+    return binary("*", a, b)
+
+
+def div(a, b):
+    return binary("/", a, b)
+
+
+def mod(a, b):
+    return binary("%", a, b)
+
+
+def neg(x):
+    return unary("neg", x)
+
+
+__all__ = ["add", "allocate_register", "allocate_shared", "copy_async", "copy_async_commit_group",
+           "copy_async_wait_group", "div", "dot", "exit", "load_global", "load_shared", "mod",
+           "mul", "neg", "store_global", "store_shared", "sub", "synchronize"]
