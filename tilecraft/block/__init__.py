@@ -32,6 +32,7 @@ from .instructions import (
                       Synchronize,
                       ViewGlobal,
 )
+from .parallel import AtomicGlobal, CumSumRegister, ParallelCompute
 from .printer import instruction_str, program_str
 from .program import BlockProgram
 from .tensors import BlockTensor, GlobalTensor, RegisterTensor, SharedTensor
@@ -49,9 +50,10 @@ from .vm import run
 
 __all__ = [
     "BINARY_OPS", "REDUCE_KINDS", "UNARY_OPS", "AllocateGlobal", "AllocateRegister",
-    "AllocateShared", "BinaryOp", "BlockProgram", "BlockTensor", "Cast", "CopyAsync",
-    "CopyAsyncCommitGroup", "CopyAsyncWaitGroup", "Dot", "Exit", "Fill", "GlobalTensor",
-    "Instruction", "LoadGlobal", "LoadShared", "Print", "ReduceRegister", "RegisterTensor",
-    "SharedTensor", "StoreGlobal", "StoreShared", "Synchronize", "UnaryOp", "View", "ViewGlobal",
-    "elementwise_expr", "instruction_str", "program_str", "result_dtype", "run", "verify",
+    "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "BlockTensor", "Cast",
+    "CopyAsync", "CopyAsyncCommitGroup", "CopyAsyncWaitGroup", "CumSumRegister", "Dot", "Exit",
+    "Fill", "GlobalTensor", "Instruction", "LoadGlobal", "LoadShared", "ParallelCompute", "Print",
+    "ReduceRegister", "RegisterTensor", "SharedTensor", "StoreGlobal", "StoreShared",
+    "Synchronize", "UnaryOp", "View", "ViewGlobal", "elementwise_expr", "instruction_str",
+    "program_str", "result_dtype", "run", "verify",
 ]

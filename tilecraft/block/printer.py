@@ -83,7 +83,8 @@ def instruction_str(s: bi.Instruction) -> str:
     if isinstance(s, bi.Print):
         msg = f", msg={s.msg!r}" if s.msg else ""
         return f"print({s.tensor.name}{msg})"
-    return f"{s.NAME}()"
+    script = getattr(s, "script", None)  # instructions that print themselves (parallel.py)
+    return script() if callable(script) else f"{s.NAME}()"
 
 
 def _lines(s: Stmt, ind: int) -> list[str]:
@@ -91,7 +92,9 @@ def _lines(s: Stmt, ind: int) -> list[str]:
     if isinstance(s, SeqStmt):
         return [ln for c in s.stmts for ln in _lines(c, ind)]
     if isinstance(s, bi.Instruction):
-        return [pad + instruction_str(s)]
+        body = getattr(s, "body", None)  # `parallel` holds a body of Tile IR statements
+        nested = _lines(body, ind + 1) if isinstance(body, Stmt) else []
+        return [pad + instruction_str(s)] + nested
     if isinstance(s, For):
         rng = expr_str(s.extent) if s.start == Const.create(0) else \
             f"{expr_str(s.start)}, {expr_str(s.start + s.extent)}"

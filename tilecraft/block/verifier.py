@@ -13,10 +13,11 @@ from collections.abc import Callable
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import For, If, LetStmt, SeqStmt, Stmt, While
-from tilecraft.layout import LayoutError, check_view
+from tilecraft.layout import Fragment, LayoutError, check_view
 
 from .compute import BinaryOp, Cast, Dot, ReduceRegister, UnaryOp, View, result_dtype
 from .instructions import AllocateGlobal, AllocateRegister, AllocateShared, Instruction, ViewGlobal
+from .parallel import AtomicGlobal
 from .program import BlockProgram
 from .tensors import GlobalTensor, RegisterTensor, SharedTensor
 from .transfer import CopyAsync, LoadGlobal, LoadShared, StoreGlobal, StoreShared, Tiled
@@ -68,6 +69,10 @@ def _instruction(program: BlockProgram, s: Instruction, scope: set) -> None:
             raise TilecraftError("TC606", s.span, tensor=t.name)
         if isinstance(t, RegisterTensor):
             _register(program, s, t)
+    lay = getattr(s, "layout", None)  # `parallel` runs over a layout of its own
+    if isinstance(lay, Fragment) and lay.num_threads != program.num_threads:
+        raise TilecraftError("TC602", s.span, tensor=f"({s.NAME})", layout=repr(lay),
+                             got=lay.num_threads, threads=program.num_threads)
     check = _CHECKS.get(type(s))
     if check is not None:
         check(s)
@@ -93,7 +98,7 @@ def _view_global(s: ViewGlobal) -> None:
                    f"{nb} x {b.dtype.bits} bits")
 
 
-@_check(LoadGlobal, LoadShared, StoreGlobal, StoreShared, CopyAsync)
+@_check(LoadGlobal, LoadShared, StoreGlobal, StoreShared, CopyAsync, AtomicGlobal)
 def _tiled(s: Tiled) -> None:
     tile, big = s.tile, s.whole
     if tile.dtype != big.dtype:

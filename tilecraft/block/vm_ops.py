@@ -284,3 +284,6 @@ def _reduce(vm: BlockVM, s: ReduceRegister) -> None:
     _, result = _run_tile_op(
         vm, lambda a, b: Reduce(s.kind, a, b, s.dim, s.clear), inputs)
     vm.regs[s.out] = vm.to_threads(s.out, result)
+
+
+from . import vm_parallel  # noqa: E402,F401  (registers the rules of parallel.py's instructions)

@@ -150,6 +150,11 @@ _ENTRIES = [
     Diagnostic("TC608", "not supported by the block VM yet: {detail}", ""),
     Diagnostic("TC609", "argument for `{param}` of `{program}`: {detail}",
                "pass one numpy array (or number) per parameter, of its shape and dtype"),
+    Diagnostic("TC610", "`{tensor}`{index} is {access} in T.Parallel by thread {thread}, which "
+               "does not hold it: `{tensor}` has layout {layout}, the loop {loop}",
+               "a T.Parallel loop runs each element on the thread its layout gives; index a "
+               "fragment there with the loop variables so that its layout agrees (layout "
+               "inference does this), or copy it through shared memory"),
 ]
 
 CATALOG: dict[str, Diagnostic] = {d.code: d for d in _ENTRIES}

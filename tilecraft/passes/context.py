@@ -58,6 +58,9 @@ class KernelState:
     smem_bytes: int = 0
     reduce_scratch: dict[int, int] = field(default_factory=dict)  # id(Reduce) -> arena offset
     smem_arena: list[Any] = field(default_factory=list)  # ArenaItems: live ranges and offsets
+    # lowering (lower_tile_ops): the kernel as block instructions (tilecraft.block.BlockProgram)
+    block_program: Any = None
+    lowering_refusal: Any = None  # the TC502 TilecraftError when it could not be built (yet)
 
     def lowered_func(self) -> PrimFunc:
         """The function with the kernel as the passes left it (schedule_loads rewrites it); the

@@ -1,10 +1,12 @@
 """The pass pipeline: one ordered list; each pass declares what it requires and produces.
 
     legalize -> schedule_loads -> plan_pipeline -> infer_layouts -> plan_shared_memory
-    (then codegen/cuda). schedule_loads rewrites the kernel (state.kernel); the others analyse.
+    -> lower_tile_ops (then codegen/cuda). schedule_loads rewrites the kernel (state.kernel);
+    lower_tile_ops builds the block-instruction program (state.block_program); the others analyse.
 
-Tile-op lowering and pipeline injection happen in the CUDA emitters (codegen/cuda/emit_*.py),
-which read the facts produced here; see docs/compiler.md.
+The CUDA emitters (codegen/cuda/emit_*.py) still print from the Tile IR and the facts produced
+here (the block program is checked on the CPU VM; the printer moves to it later); see
+docs/compiler.md and docs/block_ir.md.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tilecraft.targets import Target
 from .context import KernelState
 from .layout_inference import infer_layouts
 from .legalize import legalize
+from .lower_tile_ops import lower_tile_ops
 from .plan_pipeline import plan_pipeline
 from .plan_shared_memory import plan_shared_memory
 from .schedule_loads import schedule_loads
@@ -44,6 +47,8 @@ PASSES: tuple[Pass, ...] = (
     _p("infer_layouts", infer_layouts, requires={"loads_scheduled"}, produces={"layouts"}),
     _p("plan_shared_memory", plan_shared_memory, requires={"pipelines", "layouts"},
        produces={"smem_plan"}),
+    _p("lower_tile_ops", lower_tile_ops, requires={"layouts", "smem_plan"},
+       produces={"block_program"}),
 )
 
 
@@ -85,5 +90,9 @@ def _dump(d: Path, func: PrimFunc, name: str, state: KernelState) -> None:
         lines.append(f"# layout {buf.name}: {lay}")
     for buf, slot in state.shared.items():
         lines.append(f"# smem {buf.name}: offset {slot.offset} x{slot.stages}")
+    if state.block_program is not None:
+        lines += ["", "# block program", state.block_program.script()]
+    elif state.lowering_refusal is not None:
+        lines += ["", f"# no block program: {state.lowering_refusal.message}"]
     idx = [p.name for p in PASSES].index(name) if name in [p.name for p in PASSES] else 0
     (d / f"{func.name}.{idx:02d}.{name}.txt").write_text("\n".join(lines))

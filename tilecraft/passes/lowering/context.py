@@ -1,0 +1,147 @@
+"""LowerContext: the tensors of the block program being built, and the helpers the lowering
+rules share (temporaries, tiles of memory regions, the located "not lowered yet" error).
+
+Every Tile IR buffer maps 1:1 to a block tensor: a fragment to a `RegisterTensor` with its
+inferred layout, a shared buffer to a `SharedTensor` with the layout the shared-memory plan gives
+it (the canonical swizzle for `state.swizzled` buffers, else row-major), a global buffer to a
+`GlobalTensor`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilecraft.block import (
+    AllocateRegister,
+    GlobalTensor,
+    Instruction,
+    LoadGlobal,
+    LoadShared,
+    RegisterTensor,
+    SharedTensor,
+    StoreGlobal,
+    StoreShared,
+)
+from tilecraft.block.tensors import BlockTensor
+from tilecraft.diagnostics import Span, TilecraftError
+from tilecraft.ir import Buffer, BufferRegion
+from tilecraft.layout import Fragment, make_swizzled_layout
+
+from ..context import KernelState
+from ..layout_inference.free import free_layout
+
+
+def not_lowered(span: Span | None, detail: str, hint: str = "") -> TilecraftError:
+    """TC502 at `span`: what lowering to block instructions cannot express yet."""
+    return TilecraftError("TC502", span=span, detail=f"{detail} (not lowered to block "
+                          "instructions yet)", hint=hint or "see docs/block_ir.md, Lowering")
+
+
+def match_dims(extents: tuple, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The increasing dims of a region with `extents` that a tile of `shape` covers (every other
+    extent 1), preferring the last dims; None when there are none."""
+    n = len(extents)
+
+    def go(k: int, stop: int) -> tuple[int, ...] | None:  # match shape[:k] within extents[:stop]
+        if k == 0:
+            return () if all(extents[d] == 1 for d in range(stop)) else None
+        for d in range(stop - 1, -1, -1):
+            if extents[d] == shape[k - 1]:
+                rest = go(k - 1, d)
+                if rest is not None and all(extents[x] == 1 for x in range(d + 1, stop)):
+                    return rest + (d,)
+            if extents[d] != 1:
+                return None
+        return None
+
+    return go(len(shape), n)
+
+
+class LowerContext:
+    """What the rules share while one kernel lowers."""
+
+    def __init__(self, state: KernelState):
+        self.state = state
+        self.num_threads = state.num_threads
+        self.tensors: dict[Buffer, BlockTensor] = {}
+        self._temps = 0
+
+    # ---- tensors ----------------------------------------------------------------------------
+    def define(self, buf: Buffer) -> BlockTensor:
+        """The tensor an allocation of `buf` creates."""
+        if buf.scope == "fragment":
+            t = RegisterTensor.of(buf, self.state.layouts[buf])
+        elif buf.scope == "shared":
+            swizzled = buf in self.state.swizzled
+            t = SharedTensor.of(buf, make_swizzled_layout(buf.static_shape, buf.dtype.bits)
+                                if swizzled else None)
+        else:
+            raise not_lowered(buf.span, f"allocating `{buf.name}` in {buf.scope} memory")
+        self.tensors[buf] = t
+        return t
+
+    def tensor(self, buf: Buffer, span: Span | None = None) -> BlockTensor:
+        t = self.tensors.get(buf)
+        if t is not None:
+            return t
+        if buf.scope == "global":
+            return self.tensors.setdefault(buf, GlobalTensor.of(buf))
+        if buf.scope in ("local", "var"):
+            raise not_lowered(span, f"a tile op on the {buf.scope} buffer `{buf.name}`")
+        raise TilecraftError("TC606", span, tensor=buf.name)
+
+    def temp(self, base: str, dtype: Any, layout: Fragment, span: Span | None,
+             out: list) -> RegisterTensor:
+        """A new register tensor, allocated by an instruction appended to `out`."""
+        self._temps += 1
+        t = RegisterTensor.create(f"{base}_t{self._temps}", dtype, layout, span=span)
+        out.append(AllocateRegister.create(t, span=span))
+        return t
+
+    def copy_layout(self, shape: tuple[int, ...], *dtypes: Any) -> Fragment:
+        """A layout for moving a tile between memories: 16-byte vectors of the narrowest dtype on
+        consecutive threads (the free layout of layout inference)."""
+        return free_layout(tuple(shape), self.num_threads,
+                           max(1, min(d.bits for d in dtypes) // 8))
+
+    # ---- tiles of memory regions -------------------------------------------------------------
+    def region_tile(self, r: BufferRegion, span: Span | None) -> tuple[int, ...]:
+        """The shape of the tile a region moves: its extents without the size-1 ones."""
+        if not all(isinstance(e, int) for e in r.extents):
+            raise not_lowered(span, f"a region of `{r.buffer.name}` with a dynamic extent")
+        return tuple(e for e in r.extents if e != 1) or (1,)
+
+    def _dims(self, r: BufferRegion, shape: tuple[int, ...], span: Span | None):
+        dims = match_dims(tuple(r.extents), tuple(shape))
+        if dims is None:
+            raise not_lowered(span, f"moving a {list(shape)} tile to or from the region "
+                              f"{r} of extents {list(r.extents)}")
+        return dims
+
+    def load(self, r: BufferRegion, out: RegisterTensor, span: Span | None) -> Instruction:
+        """`out` <- the region (global or shared)."""
+        src = self.tensor(r.buffer, span)
+        dims = self._dims(r, out.shape, span)
+        cls = LoadShared if isinstance(src, SharedTensor) else LoadGlobal
+        if not isinstance(src, (SharedTensor, GlobalTensor)):
+            raise not_lowered(span, f"a partial region of the fragment `{r.buffer.name}`")
+        return cls.create(src, out, offset=r.starts, dims=dims, span=span)
+
+    def store(self, src: RegisterTensor, r: BufferRegion, span: Span | None) -> Instruction:
+        """The region (global or shared) <- `src`."""
+        dst = self.tensor(r.buffer, span)
+        dims = self._dims(r, src.shape, span)
+        cls = StoreShared if isinstance(dst, SharedTensor) else StoreGlobal
+        if not isinstance(dst, (SharedTensor, GlobalTensor)):
+            raise not_lowered(span, f"a partial region of the fragment `{r.buffer.name}`")
+        return cls.create(src, dst, offset=r.starts, dims=dims, span=span)
+
+    def whole_fragment(self, r: BufferRegion, span: Span | None) -> RegisterTensor | None:
+        """The register tensor of a whole-fragment region; None for memory; TC502 for a part of a
+        fragment (a register tensor is written whole)."""
+        if r.buffer.scope != "fragment":
+            return None
+        if not r.is_full():
+            raise not_lowered(span, f"a part of the fragment `{r.buffer.name}` ({r})",
+                              hint="use the whole fragment, or a fragment of the part's shape")
+        return self.tensor(r.buffer, span)  # type: ignore[return-value]

@@ -1,0 +1,114 @@
+"""Lowering of T.gemm: operands into registers in the mma operand layouts, then `dot`.
+
+    T.gemm(A_s, B_s, acc, clear_accum=True)   ->  fill(acc, 0.0)
+                                                  A_s_t1 = allocate_register(f16[64, 32], layout=LA)
+                                                  load_shared(A_s, offset=[0, 0], out=A_s_t1)
+                                                  B_s_t2 = allocate_register(f16[32, 64], layout=LB)
+                                                  load_shared(B_s, offset=[0, 0], out=B_s_t2)
+                                                  dot(A_s_t1, B_s_t2, acc, out=acc)
+
+With the warp grid wm x wn (x r copies) that layout inference chose (state.gemm_warps, the
+accumulator's layout is `rules_gemm.c_layout`), warp (i, j) needs A's rows of i and B's columns
+of j, so
+
+    LA = replicate(r) * (spatial(wm, 1) * replicate(wn)) * local(m/16wm, k/16) * mma.a
+    LB = replicate(r) * (replicate(wm) * spatial(1, wn)) * local(k/16, n/8wn) * mma.b
+
+(mma = m16n8k16; replicate(1) is left out). An A already in registers is used as it is. A
+transposed operand (transpose_A/B: the tile is stored [K, M] / [N, K]) is loaded in the
+transposed layout and `view`ed as the operand: each thread's registers are the same, only the
+logical index they mean is transposed (what ldmatrix.trans does). Gemms that run on wgmma lower
+the same way with the warps 4 gm x gn; reading the operands from shared memory by descriptor is
+instruction selection's choice (docs/block_ir.md). `clear_accum` is a `fill(acc, 0)` first.
+"""
+
+from __future__ import annotations
+
+from tilecraft.block import Dot, Fill, RegisterTensor, View
+from tilecraft.ir import Gemm
+from tilecraft.layout import Fragment, LayoutError, local, replicate, spatial
+from tilecraft.layout.atoms import MMA_M16N8K16_F16
+
+from . import rule
+from .context import LowerContext, not_lowered
+
+
+def transpose(layout: Fragment) -> Fragment:
+    """The layout of the transposed 2-D tile: thread t's element e is (j, i) where `layout`
+    has (i, j)."""
+    rows, cols = layout.dim_modes
+    order = cols + rows
+    new = {m: k for k, m in enumerate(order)}
+    return Fragment.create(
+        (layout.shape[1], layout.shape[0]), tuple(layout.mode_shape[m] for m in order),
+        tuple(m if m < 0 else new[m] for m in layout.spatial_modes),
+        tuple(new[m] for m in layout.local_modes))
+
+
+def _rep(n: int) -> Fragment | None:
+    return replicate(n, 2) if n > 1 else None
+
+
+def _chain(*parts: Fragment | None) -> Fragment:
+    out = None
+    for p in parts:
+        if p is not None:
+            out = p if out is None else out * p
+    return out
+
+
+def operand_layouts(m: int, n: int, k: int, wm: int, wn: int, r: int):
+    """(LA [m, k], LB [k, n]) for the warp grid wm x wn, r copies; None when the tile does not
+    split into m16n8k16 atoms."""
+    atom = MMA_M16N8K16_F16
+    if m % (16 * wm) or n % (8 * wn) or k % 16:
+        return None
+    try:
+        la = _chain(_rep(r), spatial(wm, 1), _rep(wn), local(m // (16 * wm), k // 16), atom.a)
+        lb = _chain(_rep(r), _rep(wm), spatial(1, wn), local(k // 16, n // (8 * wn)), atom.b)
+    except LayoutError:
+        return None
+    return la, lb
+
+
+def _operand(cx: LowerContext, region, layout: Fragment | None, trans: bool, span,
+             out: list) -> RegisterTensor:
+    reg = cx.whole_fragment(region, span)
+    if reg is not None:
+        return reg
+    shape = cx.region_tile(region, span)
+    if len(shape) != 2:
+        raise not_lowered(span, f"a T.gemm operand of tile shape {list(shape)}")
+    want = (shape[1], shape[0]) if trans else shape
+    if layout is None or tuple(layout.shape) != tuple(want):
+        layout = cx.copy_layout(want, region.dtype)
+    stored = transpose(layout) if trans else layout
+    tile = cx.temp(region.buffer.name, region.dtype, stored, span, out)
+    out.append(cx.load(region, tile, span))
+    if not trans:
+        return tile
+    operand = cx.temp(region.buffer.name, region.dtype, layout, span, out)
+    out.append(View.create(tile, operand, span=span))
+    return operand
+
+
+@rule(Gemm)
+def lower_gemm(cx: LowerContext, op: Gemm) -> list:
+    span = op.span
+    c = cx.whole_fragment(op.C, span)
+    if c is None:
+        raise not_lowered(span, "T.gemm accumulating into memory")
+    if op.A.buffer.scope == "fragment" and op.transpose_A:
+        raise not_lowered(span, "T.gemm with a transposed A in registers")
+    m, n, k = op.mnk()
+    wm, wn = cx.state.gemm_warps[id(op)]
+    r = cx.state.gemm_copies.get(id(op), 1)
+    layouts = operand_layouts(m, n, k, wm, wn, r) if isinstance(k, int) else None
+    la, lb = layouts if layouts is not None else (None, None)
+    out: list = []
+    if op.clear_accum:
+        out.append(Fill.create(c, 0, span=span))
+    a = _operand(cx, op.A, la, op.transpose_A, span, out)
+    b = _operand(cx, op.B, lb, op.transpose_B, span, out)
+    out.append(Dot.create(a, b, c, out=c, span=span))
+    return out
