@@ -103,6 +103,19 @@ def test_transposed_gemm_operands_cumsums_atomics_and_partial_fills_match_the_in
 
 
 @T.prim_func
+def histogram(A: T.Tensor((16,), "int32"), H: T.Tensor((4,), "int32")):
+    with T.Kernel(2, threads=128) as bx:
+        for i in T.Parallel(16):  # 16 elements on 128 threads: each held by 8 replicas
+            T.atomic_add(H[(A[i] + i) % 4], 1)
+
+
+def test_a_scalar_atomic_in_a_replicated_parallel_loop_counts_each_element_once():
+    program = _assert_lowering_matches(histogram)
+    par = next(s for s in walk(program.body) if isinstance(s, ParallelCompute))
+    assert par.layout.is_replicated
+
+
+@T.prim_func
 def small(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
           C: T.Tensor((64, 64), "float16")):
     with T.Kernel(1, threads=128) as bx:

@@ -24,8 +24,7 @@ from tilecraft.diagnostics import TilecraftError, at_span
 from tilecraft.interp.evaluate import Evaluator, compute_type
 from tilecraft.interp.ops.copy import atomic_elements
 from tilecraft.interp.values import np_type, store_cast
-from tilecraft.ir import (Atomic, BufferLoad, BufferStore, CumSum, For, If, LetStmt, SeqStmt,
-                          Stmt)
+from tilecraft.ir import Atomic, BufferLoad, BufferStore, CumSum, For, If, SeqStmt, Stmt
 from tilecraft.layout import Fragment
 
 from .parallel import AtomicGlobal, CumSumRegister, ParallelCompute
