@@ -46,7 +46,7 @@ def _compile(program):
     pytest.importorskip("cuda.bindings.nvrtc")
     from tilecraft.runtime import compile_cuda
 
-    source, name, _ = print_cuda(program)
+    source, name = print_cuda(program)[:2]
     return compile_cuda(source, "sm_90a", name=name).resources
 
 
@@ -64,7 +64,7 @@ def test_elementwise_and_reduce_compile():
 def test_user_names_never_collide_with_the_printers():
     from tilecraft.layout import column_spatial
 
-    source, _, _ = print_cuda(matmul(128, 16, 64, shared=True))  # tensors `acc`, `tc`
+    source = print_cuda(matmul(128, 16, 64, shared=True)).source  # tensors `acc`, `tc`
     assert "float acc_[4];" in source and "half tc_[4];" in source
     simt = _tiled_matmul(b_layout=column_spatial(32, 4).local(1, 8))  # a SIMT dot
     assert "float acc = acc_[li];" in print_cuda(simt)[0]  # the printer's own `acc`
@@ -189,3 +189,43 @@ def test_a_tiled_matmul_on_the_gpu_matches_the_vm(mma):
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.abs(c - ref).max() / np.abs(ref).max() < 1e-5
     np.testing.assert_allclose(c, c_vm, rtol=1e-4, atol=1e-4)
+
+
+def _copy_program(col_step: int) -> BlockProgram:
+    """copy_async of a 16 x 32 f16 tile at column k * col_step, then back out through registers."""
+    from tilecraft.block import (AllocateShared, CopyAsync, CopyAsyncCommitGroup,
+                                 CopyAsyncWaitGroup, LoadShared, SharedTensor, Synchronize)
+    from tilecraft.ir import Var
+
+    gx = GlobalTensor.create("x", "float16", (16, 64))
+    gy = GlobalTensor.create("y", "float16", (16, 32))
+    s = SharedTensor.create("s", "float16", (16, 32))
+    r = RegisterTensor.create("r", "float16", ROWS)
+    k = Var.create("k")
+    body = [AllocateShared.create(s), AllocateRegister.create(r),
+            CopyAsync.create(s, gx, offset=(0, k * col_step)), CopyAsyncCommitGroup.create(),
+            CopyAsyncWaitGroup.create(0), Synchronize.create(), LoadShared.create(s, r),
+            StoreGlobal.create(r, gy)]
+    return BlockProgram.create("cp", (gx, gy, k), (1,), 128, body)
+
+
+def test_copy_async_is_cp_async_when_every_16_byte_chunk_is_whole():
+    printed = print_cuda(_copy_program(col_step=8))
+    assert "tc::cp_async_16(" in printed.source and "tc::cp_async_wait<0>();" in printed.source
+    assert printed.align == {"x": 16}  # a launch check on the pointer
+    odd = print_cuda(_copy_program(col_step=4))  # k * 4 halves: chunks may straddle 16 bytes
+    assert "tc::cp_async_16(" not in odd.source and odd.align == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("col_step", [8, 4])
+def test_copy_async_on_the_gpu_matches_the_vm(col_step):
+    from tilecraft.codegen.block_cuda import build_block_kernel
+
+    prog = _copy_program(col_step)
+    x = np.random.default_rng(6).standard_normal((16, 64)).astype(np.float16)
+    y_vm = np.full((16, 32), np.nan, np.float16)
+    prog.run(x, y_vm, 3)
+    args = _gpu_args([x, np.full((16, 32), np.nan, np.float16)])
+    build_block_kernel(prog)(*args, 3)
+    np.testing.assert_array_equal(args[1].cpu().numpy(), y_vm)

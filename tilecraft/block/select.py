@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from tilecraft.ir.simplify import linear_form
 from tilecraft.layout.algebra import quotient
 from tilecraft.layout.atoms import MMA_M16N8K16_F16, MmaAtom
 
 from .compute import Dot
 from .program import BlockProgram
+from .transfer import CopyAsync
 
 _MMA_FUNCS = {("float16", "float32"): "tc::mma_m16n8k16_f16_f32",
               ("bfloat16", "float32"): "tc::mma_m16n8k16_bf16_f32"}
@@ -37,17 +41,51 @@ class MmaPlan:
     steps: tuple[tuple[int, int, int], ...]
 
 
-def select_instructions(program: BlockProgram) -> dict[int, MmaPlan]:
+@dataclass(frozen=True)
+class CopyAsyncPlan:
+    """`copy_async` as cp.async.cg of 16-byte chunks of `chunk` elements (zero-filled where the
+    source is out of bounds); the source tensor's data pointer must be 16-byte aligned."""
+
+    chunk: int
+    tensor: str  # the global tensor's name (its pointer alignment becomes a launch check)
+
+
+def select_instructions(program: BlockProgram) -> dict[int, MmaPlan | CopyAsyncPlan]:
     """id(instruction) -> its plan, for the instructions a hardware instruction computes."""
     from tilecraft.ir.visitor import walk
 
     plans = {}
     for s in walk(program.body):
+        plan = None
         if isinstance(s, Dot):
             plan = select_dot(s, program.num_threads)
-            if plan is not None:
-                plans[id(s)] = plan
+        elif isinstance(s, CopyAsync):
+            plan = select_copy_async(s)
+        if plan is not None:
+            plans[id(s)] = plan
     return plans
+
+
+def select_copy_async(s: CopyAsync) -> CopyAsyncPlan | None:
+    """16-byte chunks when every chunk is whole on both sides: the tile's last dimension is the
+    source's rows (a multiple of the chunk long, its offset provably a multiple of the chunk),
+    and the shared layout keeps each chunk's elements consecutive from a multiple of the chunk
+    (a 16-byte swizzle does)."""
+    bits = s.dst.dtype.bits
+    if bits not in (8, 16, 32) or s.src.dtype != s.dst.dtype:
+        return None
+    chunk = 128 // bits
+    shape = [d if isinstance(d, int) else None for d in s.src.buffer.shape]
+    dst = [int(d) for d in s.dst.shape]
+    if None in shape or s.dims[-1] != len(shape) - 1 or shape[-1] % chunk or dst[-1] % chunk:
+        return None
+    form = linear_form(s.offset[-1])
+    if form is None or form[1] % chunk or any(c % chunk for c in form[0].values()):
+        return None
+    offs = np.asarray(s.dst.layout.offsets()).reshape(-1, chunk)
+    if (offs[:, 0] % chunk).any() or ((offs - offs[:, :1]) != np.arange(chunk)).any():
+        return None
+    return CopyAsyncPlan(chunk, s.src.buffer.name)
 
 
 def select_dot(s: Dot, num_threads: int) -> MmaPlan | None:

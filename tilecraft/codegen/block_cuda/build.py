@@ -18,13 +18,15 @@ class BlockKernel:
                                        TensorParam, compile_cuda)
 
         self.program = program
-        self.source, name, smem = print_cuda(program)
+        printed = print_cuda(program)
+        self.source, name, smem = printed.source, printed.name, printed.smem
         params = []
         for p in program.params:
             if isinstance(p, Var):
                 params.append(ScalarParam(p.name, p.dtype.name))
             else:
-                params.append(TensorParam(p.buffer.name, p.dtype.name, tuple(p.buffer.shape)))
+                params.append(TensorParam(p.buffer.name, p.dtype.name, tuple(p.buffer.shape),
+                                          align=printed.align.get(p.buffer.name, 0)))
         grid = []
         for g in program.grid:
             if not isinstance(g, Const):
