@@ -105,12 +105,59 @@ def check(prog, mode: str, workdir: Path, source: str | None = None) -> Outcome:
     if ran:
         for line in C.against_model(expected, interp_out):
             out.add("mismatch", "interpreter", "model", line)
+        _lowered(out, prog, func, inputs, interp_out)
     if mode in ("compile", "gpu"):
         for arch in ARCHS:
             _compile(out, func, arch)
     if mode == "gpu" and ran:
         _gpu(out, prog, func, inputs, interp_out, expected)
     return out
+
+
+def _lowered(out: Outcome, prog, func, inputs: dict, interp_out: dict) -> None:
+    """The kernel lowered to block instructions (lower_tile_ops), run on the block VM, must give
+    the interpreter's bits. Not lowered yet (TC502): skipped; another error of the lowered
+    program (a thread touching a register element it does not hold, TC610; replicas that
+    differ, TC607; ...) is a mismatch: the layouts the CUDA printer relies on are wrong."""
+    from tilecraft.diagnostics import TilecraftError
+    from tilecraft.passes import lower
+    from tilecraft.passes.lower_tile_ops import build_block_program
+    from tilecraft.targets import H100_SXM
+
+    try:
+        state = lower(func, H100_SXM)
+    except TilecraftError:
+        return  # refused by the compiler (its codegen stages count it)
+    try:
+        program = build_block_program(state)
+        args = _args(prog, inputs)
+        program.run(*args)
+    except TilecraftError as e:
+        if e.code != "TC502":
+            out.add("mismatch", "lowered", e.code, str(e).splitlines()[0])
+        return
+    except Exception as e:  # noqa: BLE001 (a bug of the lowering or the VM)
+        _internal(out, "lowered", e)
+        return
+    lowered = _outputs(prog, args)
+    for name, want in interp_out.items():
+        bad = _bit_differences(lowered[name], np.asarray(want))
+        if bad:
+            out.add("mismatch", "lowered", "interp", f"{name}: the block VM differs from the "
+                    f"interpreter at {bad} elements")
+
+
+def _bit_differences(a: np.ndarray, b: np.ndarray) -> int:
+    """Elements whose bits differ, NaNs equal whatever their payload or sign (the language
+    does not define those bits)."""
+    if a.dtype.itemsize not in (1, 2, 4, 8):
+        return int((a != b).sum())
+    u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+    differ = a.view(u) != b.view(u)
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        fa, fb = a.astype(np.float64), b.astype(np.float64)
+        differ &= ~(np.isnan(fa) & np.isnan(fb))
+    return int(differ.sum())
 
 
 def _compile(out: Outcome, func, arch: str) -> None:

@@ -109,8 +109,18 @@ def histogram(A: T.Tensor((16,), "int32"), H: T.Tensor((4,), "int32")):
             T.atomic_add(H[(A[i] + i) % 4], 1)
 
 
-def test_a_scalar_atomic_in_a_replicated_parallel_loop_counts_each_element_once():
-    program = _assert_lowering_matches(histogram)
+@T.prim_func
+def column_sums(X: T.Tensor((12, 40), "float32"), S: T.Tensor((40,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        t = T.alloc_fragment((12, 40), "float32")
+        T.copy(X[0, 0], t)
+        for i, j in T.Parallel(12, 40):  # 480 elements on 128 threads: replicated
+            T.atomic_add(S[j], t[i, j])  # a value loaded from a register: once per element
+
+
+@pytest.mark.parametrize("kernel", [histogram, column_sums], ids=["index", "loaded value"])
+def test_a_scalar_atomic_in_a_replicated_parallel_loop_counts_each_element_once(kernel):
+    program = _assert_lowering_matches(kernel)
     par = next(s for s in walk(program.body) if isinstance(s, ParallelCompute))
     assert par.layout.is_replicated
 

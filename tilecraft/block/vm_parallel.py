@@ -24,7 +24,8 @@ from tilecraft.diagnostics import TilecraftError, at_span
 from tilecraft.interp.evaluate import Evaluator, compute_type
 from tilecraft.interp.ops.copy import atomic_elements
 from tilecraft.interp.values import np_type, store_cast
-from tilecraft.ir import Atomic, BufferLoad, BufferStore, CumSum, For, If, SeqStmt, Stmt
+from tilecraft.ir import (Atomic, BufferLoad, BufferRegion, BufferStore, CumSum, For, If, SeqStmt,
+                          Stmt)
 from tilecraft.layout import Fragment
 
 from .parallel import AtomicGlobal, CumSumRegister, ParallelCompute
@@ -130,7 +131,7 @@ class _Loop:
                 self.branch(s)
             elif isinstance(s, For):
                 self.loop(s)
-            elif isinstance(s, Atomic) and not hasattr(s.src, "buffer"):
+            elif isinstance(s, Atomic) and not isinstance(s.src, BufferRegion):  # a scalar atomic
                 saved = vm.mask
                 vm.mask = self.active() & first_replica(self.s.layout)
                 try:
