@@ -12,7 +12,7 @@ import torch
 import tilecraft
 import tilecraft.language as T
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.layout import make_swizzled_layout, spatial
+from tilecraft.layout import local, make_swizzled_layout, replicate, spatial
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from tilus_matmul import A_TILE, ACC, B_TILE, BK, BM, BN, tilus_matmul  # noqa: E402
@@ -135,3 +135,49 @@ def test_arithmetic_on_the_gpu_matches_the_vm():
     y = torch.full((32, 32), float("nan"), device="cuda")
     affine(x.cuda(), y)
     torch.testing.assert_close(y.cpu(), want, rtol=0, atol=0)
+
+
+from tilus_softmax import tilus_softmax  # noqa: E402
+
+
+def _softmax_case(device="cpu"):
+    g = torch.Generator().manual_seed(1)
+    x = (3 * torch.randn(64, 256, generator=g)).half().to(device)
+    return x, torch.softmax(x.double().cpu(), dim=-1)
+
+
+def test_softmax_reduces_and_broadcasts_in_registers():
+    x, ref = _softmax_case()
+    y = torch.full_like(x, float("nan"))
+    tilus_softmax(64, 256)(x, y)
+    assert _rel(y, ref) < 1e-3
+
+
+@tilecraft.jit
+@T.prim_func
+def wrong_broadcast(X: T.Tensor((4, 256), "float32"), M: T.Tensor((4, 1), "float32"),
+                    Y: T.Tensor((4, 256), "float32")):
+    with T.Kernel(1, threads=128) as bi:
+        x = T.load_global(X, layout=local(4, 1) * spatial(1, 128) * local(1, 2))
+        m = T.load_global(M, layout=spatial(4, 1) * replicate(32))
+        T.store_global(x - m, Y)  # ERR: thread 0 holds all four rows of x, one value of m
+
+
+def test_a_broadcast_the_layouts_do_not_support_is_tc603_at_its_line():
+    with pytest.raises(TilecraftError) as e:
+        wrong_broadcast(torch.zeros(4, 256), torch.zeros(4, 1), torch.zeros(4, 256))
+    assert e.value.code == "TC603" and "# ERR" in e.value.span.source_line()
+
+
+@pytest.mark.gpu
+def test_softmax_on_the_gpu():
+    x, ref = _softmax_case("cuda")
+    y = torch.full_like(x, float("nan"))
+    tilus_softmax(64, 256)(x, y)
+    assert _rel(y, ref) < 1e-3
+
+
+def test_softmax_compiles_with_constant_broadcast_tables():
+    pytest.importorskip("cuda.bindings.nvrtc")
+    k = tilecraft.jit(arch="sm_90a")(tilus_softmax.factory)(64, 256)
+    assert "const int bslot" in k.get_kernel_source() and k.resources.spill_stores == 0

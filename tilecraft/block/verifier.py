@@ -127,6 +127,19 @@ def _same_layout(s: Instruction, a: RegisterTensor, b: RegisterTensor) -> None:
                    "(element-wise instructions keep the layout)")
 
 
+def _broadcast(s, small: RegisterTensor, out: RegisterTensor) -> None:
+    """`small` broadcasts to out's shape and every thread holds what it reads of it."""
+    from .broadcast import broadcast_slots, broadcastable
+
+    if not broadcastable(tuple(small.shape), tuple(out.shape)):
+        raise _bad(s, f"`{small.name}` of shape {list(small.shape)} does not broadcast to "
+                   f"{list(out.shape)} (same rank, each extent equal or 1)")
+    if (broadcast_slots(out.layout, small.layout) < 0).any():
+        raise _bad(s, f"the layout {small.layout!r} of `{small.name}` does not give every "
+                   f"thread the elements it broadcasts to the elements it holds of "
+                   f"{out.layout!r} (reduce with keepdim over the same layout)")
+
+
 @_check(BinaryOp, UnaryOp)
 def _elementwise(s: BinaryOp | UnaryOp) -> None:
     operands = (s.a, s.b) if isinstance(s, BinaryOp) else (s.src,)
@@ -134,7 +147,10 @@ def _elementwise(s: BinaryOp | UnaryOp) -> None:
     if not tensors:
         raise _bad(s, "needs at least one register tensor operand")
     for t in tensors:
-        _same_layout(s, t, s.out)
+        if tuple(t.shape) != tuple(s.out.shape) and isinstance(s, BinaryOp):
+            _broadcast(s, t, s.out)
+        else:
+            _same_layout(s, t, s.out)
     want = result_dtype(s.op, operands)
     if s.out.dtype != want:
         raise _bad(s, f"`{s.name}` of these operands is {want}, but `{s.out.name}` is "

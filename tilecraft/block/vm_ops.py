@@ -220,8 +220,14 @@ def _prepared_expr(vm: BlockVM, s, operands):
 def _elementwise(vm: BlockVM, s) -> None:
     operands = (s.a, s.b) if isinstance(s, BinaryOp) else (s.src,)
     vars_, expr = _prepared_expr(vm, s, operands)
-    for v, t in vars_:  # per-thread storage: the layouts are equal (verified)
-        vm.env[v] = vm.register(t).astype(compute_type(t.dtype), copy=False)
+    for v, t in vars_:  # per-thread storage: equal layouts, or a broadcast (verified)
+        regs = vm.register(t)
+        if tuple(t.shape) != tuple(s.out.shape):
+            from .broadcast import broadcast_slots
+
+            slots = broadcast_slots(s.out.layout, t.layout)
+            regs = np.take_along_axis(regs, slots, axis=1)
+        vm.env[v] = regs.astype(compute_type(t.dtype), copy=False)
     try:
         value = vm.ev.eval(expr)
     finally:

@@ -26,6 +26,12 @@ def _val(x):
 
 def _unary(op: str, pyfn):
     def fn(x):
+        from tilecraft.block import RegisterTensor
+
+        if isinstance(x, RegisterTensor):  # the Tilus level: an element-wise instruction
+            from .tilus import unary
+
+            return unary(op, x)
         x = _val(x)
         if _is_py(x):
             return pyfn(x)

@@ -154,8 +154,10 @@ def dot(a: RegisterTensor, b: RegisterTensor, c: RegisterTensor,
 
 
 def binary(op: str, a: Any, b: Any) -> RegisterTensor:
-    """`a op b` on register tensors (or one register tensor and a scalar)."""
-    like = a if isinstance(a, RegisterTensor) else b
+    """`a op b` on register tensors (or one register tensor and a scalar); a smaller tensor
+    broadcasts (numpy's rule, same rank: [M, 1] against [M, N])."""
+    regs = [x for x in (a, b) if isinstance(x, RegisterTensor)]
+    like = regs[0] if len(regs) == 1 or regs[0].layout.size >= regs[1].layout.size else regs[1]
     out = _register(result_dtype(op, (a, b)), like.layout, "arithmetic")
     in_kernel("T.arithmetic").emit(BinaryOp.create(op, a, b, out, span=current_span()))
     return out
@@ -165,6 +167,45 @@ def unary(op: str, x: RegisterTensor) -> RegisterTensor:
     out = _register(result_dtype(op, (x,)), x.layout, op)
     in_kernel(f"T.{op}").emit(UnaryOp.create(op, x, out, span=current_span()))
     return out
+
+
+def unary_or_call(op: str, x: Any, scalar_fn):
+    """`T.exp(x)` and friends: an instruction for a register tensor, else the scalar function."""
+    if isinstance(x, RegisterTensor):
+        return unary(op, x)
+    return scalar_fn(x)
+
+
+def _reduce(kind: str, x: RegisterTensor, dim: int, keepdim: bool) -> RegisterTensor:
+    from tilecraft.block import ReduceRegister
+    from tilecraft.block.compute import REDUCE_KINDS  # noqa: F401 (the kinds it takes)
+    from tilecraft.interp.ops.reduce import accumulator_dtype
+
+    if not isinstance(x, RegisterTensor):
+        raise TilecraftError("TC603", current_span(), instr=f"T.{kind}",
+                             detail=f"expected a register tensor, got {x!r}")
+    dtype = x.dtype if x.dtype.is_integer else accumulator_dtype(x.dtype, x.dtype)
+    out = _register(dtype, x.layout.reduce(dim, keepdim=keepdim), kind)
+    in_kernel(f"T.{kind}").emit(ReduceRegister.create(x, out, dim=dim, kind=kind,
+                                                      span=current_span()))
+    return out
+
+
+def sum(x: RegisterTensor, dim: int, keepdim: bool = False) -> RegisterTensor:  # noqa: A001
+    """The sum of register tensor `x` over `dim` (float32 for floats; integers keep their
+    dtype), laid out by x's layout reduced over `dim` (replicated on the threads that shared
+    the reduced elements)."""
+    return _reduce("sum", x, dim, keepdim)
+
+
+def amax(x: RegisterTensor, dim: int, keepdim: bool = False) -> RegisterTensor:
+    """The maximum of register tensor `x` over `dim` (see `T.sum`)."""
+    return _reduce("max", x, dim, keepdim)
+
+
+def amin(x: RegisterTensor, dim: int, keepdim: bool = False) -> RegisterTensor:
+    """The minimum of register tensor `x` over `dim` (see `T.sum`)."""
+    return _reduce("min", x, dim, keepdim)
 
 
 def add(a, b):
@@ -191,6 +232,6 @@ def neg(x):
     return unary("neg", x)
 
 
-__all__ = ["add", "allocate_register", "allocate_shared", "copy_async", "copy_async_commit_group",
+__all__ = ["add", "allocate_register", "amax", "amin", "sum", "allocate_shared", "copy_async", "copy_async_commit_group",
            "copy_async_wait_group", "div", "dot", "exit", "load_global", "load_shared", "mod",
            "mul", "neg", "store_global", "store_shared", "sub", "synchronize"]

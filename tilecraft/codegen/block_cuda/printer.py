@@ -275,12 +275,12 @@ class BlockPrinter:
         self.w("return;")
 
     # ---- compute ------------------------------------------------------------------------------
-    def elementwise(self, op: str, operands, out: RegisterTensor) -> None:
+    def elementwise(self, op: str, operands, out: RegisterTensor, s=None) -> None:
         args = []
         for o in operands:
             if isinstance(o, RegisterTensor):
                 v = Var.create(f"e{len(args)}", o.dtype)
-                self.elem[v] = f"{self.tensor(o)}[li]"
+                self.elem[v] = f"{self.tensor(o)}[{self.broadcast_slot(s, o, out)}]"
                 args.append(v)
             else:
                 args.append(o)
@@ -288,8 +288,23 @@ class BlockPrinter:
         self.w(f"{self.tensor(out)}[li] = {self.p(elementwise_expr(op, tuple(args)))};")
         self.close()
 
+    def broadcast_slot(self, s, o: RegisterTensor, out: RegisterTensor) -> str:
+        """`li`, or for an operand broadcast to out's shape the register of it that element li
+        of out reads (the same on every thread: a constant table the unrolled loop folds)."""
+        if tuple(o.shape) == tuple(out.shape):
+            return "li"
+        from tilecraft.block.broadcast import broadcast_slots
+
+        slots = broadcast_slots(out.layout, o.layout)
+        if not (slots == slots[0]).all():
+            raise self.refuse(s, f"a broadcast of `{o.buffer.name}` whose registers differ "
+                                 "between threads")
+        name = f"bslot{len(self.lines)}"
+        self.w(f"const int {name}[{len(slots[0])}] = {{{', '.join(map(str, slots[0]))}}};")
+        return f"{name}[li]"
+
     def _BinaryOp(self, s: BinaryOp) -> None:
-        self.elementwise(s.op, (s.a, s.b), s.out)
+        self.elementwise(s.op, (s.a, s.b), s.out, s)
 
     def _UnaryOp(self, s: UnaryOp) -> None:
         self.elementwise(s.op, (s.src,), s.out)
