@@ -12,38 +12,13 @@ import torch
 import tilecraft
 import tilecraft.language as T
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.layout import local, make_swizzled_layout, replicate, spatial
+from tilecraft.layout import local, replicate, spatial
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from tilus_matmul import A_TILE, ACC, B_TILE, BK, BM, BN, tilus_matmul  # noqa: E402
+from tilus_matmul import tilus_matmul  # noqa: E402
+from tilus_matmul_shared import tilus_matmul_shared  # noqa: E402
 
 ROWS = spatial(16, 8).local(1, 4)  # [16, 32] over 128 threads
-
-
-@tilecraft.jit
-def tilus_matmul_shared(M, N, K):
-    """Figure 2 through shared memory: copy_async the tiles, wait, load_shared, dot."""
-
-    @T.prim_func
-    def matmul(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
-               C: T.Tensor((M, N), "float32")):
-        with T.Kernel(M // BM, N // BN, threads=128) as (bi, bj):
-            sa = T.allocate_shared("float16", [BM, BK], layout=make_swizzled_layout((BM, BK), 16))
-            sb = T.allocate_shared("float16", [BK, BN])
-            acc = T.allocate_register("float32", layout=ACC, init=0.0)
-            for k in T.serial(K // BK):
-                T.copy_async(sa, A, offset=[bi * BM, k * BK])
-                T.copy_async(sb, B, offset=[k * BK, bj * BN])
-                T.copy_async_commit_group()
-                T.copy_async_wait_group(0)
-                T.synchronize()
-                a = T.load_shared(sa, layout=A_TILE)
-                b = T.load_shared(sb, layout=B_TILE)
-                T.dot(a, b, acc, out=acc)
-                T.synchronize()
-            T.store_global(acc, C, offset=[bi * BM, bj * BN])
-
-    return matmul
 
 
 @tilecraft.jit
