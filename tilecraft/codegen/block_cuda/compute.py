@@ -1,0 +1,152 @@
+"""Computation of block programs as CUDA: element-wise ops with broadcasting, casts, fills,
+dot (mma.sync when selected, else staged through shared memory) and reductions. A mixin of
+`BlockPrinter` (printer.py)."""
+
+from __future__ import annotations
+
+import math
+
+from tilecraft.block import BinaryOp, Cast, Dot, Fill, ReduceRegister, RegisterTensor, UnaryOp
+from tilecraft.block.compute import elementwise_expr
+from tilecraft.interp.ops.reduce import accumulator_dtype
+from tilecraft.ir import Var
+
+from ..cuda.cexpr import ctype, zero
+from ..cuda.indexing import frag_coords
+
+_COMBINE = {"sum": "{a} + {b}", "abssum": "{a} + {b}", "max": "tc::maximum<{t}>({a}, {b})",
+            "absmax": "tc::maximum<{t}>({a}, {b})", "min": "tc::minimum<{t}>({a}, {b})"}
+
+
+class ComputePrinter:
+    def elementwise(self, op: str, operands, out: RegisterTensor, s=None) -> None:
+        args = []
+        for o in operands:
+            if isinstance(o, RegisterTensor):
+                v = Var.create(f"e{len(args)}", o.dtype)
+                self.elem[v] = f"{self.tensor(o)}[{self.broadcast_slot(s, o, out)}]"
+                args.append(v)
+            else:
+                args.append(o)
+        self.per_register(out)
+        self.w(f"{self.tensor(out)}[li] = {self.p(elementwise_expr(op, tuple(args)))};")
+        self.close()
+
+    def broadcast_slot(self, s, o: RegisterTensor, out: RegisterTensor) -> str:
+        """`li`, or for an operand broadcast to out's shape the register of it that element li
+        of out reads (the same on every thread: a constant table the unrolled loop folds)."""
+        if tuple(o.shape) == tuple(out.shape):
+            return "li"
+        from tilecraft.block.broadcast import broadcast_slots
+
+        slots = broadcast_slots(out.layout, o.layout)
+        if not (slots == slots[0]).all():
+            raise self.refuse(s, f"a broadcast of `{o.buffer.name}` whose registers differ "
+                                 "between threads")
+        name = f"bslot{len(self.lines)}"
+        self.w(f"const int {name}[{len(slots[0])}] = {{{', '.join(map(str, slots[0]))}}};")
+        return f"{name}[li]"
+
+    def _BinaryOp(self, s: BinaryOp) -> None:
+        self.elementwise(s.op, (s.a, s.b), s.out, s)
+
+    def _UnaryOp(self, s: UnaryOp) -> None:
+        self.elementwise(s.op, (s.src,), s.out)
+
+    def _Cast(self, s: Cast) -> None:
+        self.per_register(s.out)
+        self.w(f"{self.tensor(s.out)}[li] = tc::cast<{ctype(s.out.dtype)}>({self.tensor(s.src)}[li]);")
+        self.close()
+
+    def _Fill(self, s: Fill) -> None:
+        self.per_register(s.out)
+        self.w(f"{self.tensor(s.out)}[li] = {self.cast(s.out.dtype, s.value)};")
+        self.close()
+
+    def stage(self, tensors: list[RegisterTensor]) -> list[str]:
+        """Write register tensors row-major into the scratch area (after a barrier); returns
+        their pointers. Replicas write the same values."""
+        self.w("__syncthreads();  // the scratch area may still be read")
+        ptrs, off = [], 0
+        for t in tensors:
+            p = f"stage{len(ptrs)}"
+            shape = [int(d) for d in t.shape]
+            self.w(f"{ctype(t.dtype)}* {p} = reinterpret_cast<{ctype(t.dtype)}*>(tc_smem + "
+                   f"SCRATCH + {off});")
+            self.per_register(t)
+            c = frag_coords(t.layout, "tid", "li")
+            flat = c[0]
+            for i, n in zip(c[1:], shape[1:]):
+                flat = f"({flat}) * {n} + {i}"
+            self.w(f"{p}[{flat}] = {self.tensor(t)}[li];")
+            self.close()
+            off += -(-math.prod(shape) * t.dtype.bits // 8 // 16) * 16
+            ptrs.append(p)
+        self.scratch = max(self.scratch, off)
+        self.w("__syncthreads();")
+        return ptrs
+
+    def _Dot(self, s: Dot) -> None:
+        plan = self.plans.get(id(s))
+        if plan is not None:
+            return self.mma(s, plan)
+        (m, k), n = (int(x) for x in s.a.shape), int(s.b.shape[1])
+        self.open("")
+        a, b = self.stage([s.a, s.b])
+        self.per_register(s.out)
+        i, j = frag_coords(s.out.layout, "tid", "li")
+        t = ctype(s.c.dtype)
+        self.w(f"{t} acc = {self.tensor(s.c)}[li];")
+        self.w(f"for (int k = 0; k < {k}; ++k) acc += tc::cast<{t}>({a}[({i}) * {k} + k]) * "
+               f"tc::cast<{t}>({b}[k * {n} + {j}]);")
+        self.w(f"{self.tensor(s.out)}[li] = acc;")
+        self.close()
+        self.close()
+        del m
+
+    def mma(self, s: Dot, plan) -> None:
+        """The plan's mma.sync steps on the operands' register blocks (block/select.py)."""
+        atom = plan.atom
+        na, nb, nc = atom.a.local_size, atom.b.local_size, atom.c.local_size
+        a, b, c, out = (self.tensor(t) for t in (s.a, s.b, s.c, s.out))
+        self.w(f"// dot {s.a.buffer.name} @ {s.b.buffer.name}: {len(plan.steps)} x "
+               f"{atom.name} (layout division)")
+        if out != c:
+            self.per_register(s.out)
+            self.w(f"{out}[li] = {c}[li];")
+            self.close()
+        for lc, la, lb in plan.steps:
+            self.w(f"{plan.func}(&{out}[{lc * nc}], reinterpret_cast<const tc::u32*>(&{a}"
+                   f"[{la * na}]), reinterpret_cast<const tc::u32*>(&{b}[{lb * nb}]), "
+                   f"&{out}[{lc * nc}]);")
+
+    def _ReduceRegister(self, s: ReduceRegister) -> None:
+        acc = accumulator_dtype(s.src.dtype, s.out.dtype)
+        t = ctype(acc)
+        shape = [int(d) for d in s.src.shape]
+        self.open("")
+        (src,) = self.stage([s.src])
+        self.per_register(s.out)
+        kept = frag_coords(s.out.layout, "tid", "li")
+        if len(kept) == len(shape):  # keepdim: the reduced dimension has extent 1
+            kept = [c for d, c in enumerate(kept) if d != s.dim]
+        idx = list(kept)
+        idx.insert(s.dim, "r")
+        flat = idx[0]
+        for x, n in zip(idx[1:], shape[1:]):
+            flat = f"({flat}) * {n} + {x}"
+        x = f"tc::cast<{t}>({src}[{flat}])"
+        if s.kind in ("abssum", "absmax"):
+            x = f"({x} < {zero(t)} ? -{x} : {x})"
+        comb = _COMBINE[s.kind]
+        ident = {"max": f"tc::lowest<{t}>()", "absmax": f"tc::lowest<{t}>()",
+                 "min": f"tc::highest<{t}>()"}.get(s.kind, zero(t))
+        # as the CUDA emitter and the interpreter: fold the row, then combine with the old value
+        self.w(f"{t} acc = {ident};")
+        self.w(f"for (int r = 0; r < {shape[s.dim]}; ++r) acc = {comb.format(a='acc', b=x, t=t)};")
+        if not s.clear:
+            old = f"tc::cast<{t}>({self.tensor(s.out)}[li])"
+            self.w(f"acc = {comb.format(a=old, b='acc', t=t)};")
+        self.w(f"{self.tensor(s.out)}[li] = tc::cast<{ctype(s.out.dtype)}>(acc);")
+        self.close()
+        self.close()

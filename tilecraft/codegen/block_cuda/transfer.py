@@ -1,0 +1,114 @@
+"""Transfers of block programs as CUDA: loads and stores through layouts, copy_async (cp.async
+when selected), commit/wait, barriers. A mixin of `BlockPrinter` (printer.py)."""
+
+from __future__ import annotations
+
+import math
+
+from tilecraft.block import (CopyAsync, CopyAsyncCommitGroup, CopyAsyncWaitGroup, Exit,
+                             LoadGlobal, LoadShared, SharedTensor, StoreGlobal, StoreShared,
+                             Synchronize)
+
+from ..cuda.cexpr import ctype, zero
+from ..cuda.indexing import frag_coords
+from .cexpr_text import C
+
+
+class TransferPrinter:
+    def tile_index(self, s, coords: list[str]) -> list[str]:
+        """Per dimension of the big tensor: offset + the tile's coordinate where covered."""
+        idx = [self.p(o) for o in s.offset]
+        for k, d in enumerate(s.dims):
+            idx[d] = f"({idx[d]} + {coords[k]})"
+        return idx
+
+    def global_flat(self, t, idx: list[str]) -> tuple[str, str]:
+        """(flat element index, in-bounds condition) of `idx` in global tensor `t`."""
+        shape = [int(d) for d in t.buffer.shape]
+        flat = idx[0]
+        for i, n in zip(idx[1:], shape[1:]):
+            flat = f"({flat}) * {n} + {i}"
+        ok = " && ".join(f"{i} >= 0 && {i} < {n}" for i, n in zip(idx, shape))
+        return flat, ok
+
+    def shared_offset(self, s, t: SharedTensor, idx: list[str]) -> str:
+        """The layout's own offset function, evaluated on C text (indices are non-negative)."""
+        return str(t.layout.offset(*(C(f"({i})") for i in idx)))
+
+    def _LoadGlobal(self, s: LoadGlobal) -> None:
+        out = s.out
+        self.per_register(out)
+        flat, ok = self.global_flat(s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")))
+        self.w(f"{self.tensor(out)}[li] = ({ok}) ? {self.tensor(s.src)}[{flat}] : "
+               f"{zero(ctype(out.dtype))};")
+        self.close()
+
+    def _StoreGlobal(self, s: StoreGlobal) -> None:
+        src = s.src
+        self.per_register(src)
+        flat, ok = self.global_flat(s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")))
+        self.w(f"if ({ok}) {self.tensor(s.dst)}[{flat}] = {self.tensor(src)}[li];")
+        self.close()
+
+    def _LoadShared(self, s: LoadShared) -> None:
+        out = s.out
+        self.per_register(out)
+        off = self.shared_offset(s, s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")))
+        self.w(f"{self.tensor(out)}[li] = {self.tensor(s.src)}[{off}];")
+        self.close()
+
+    def _StoreShared(self, s: StoreShared) -> None:
+        src = s.src
+        self.per_register(src)
+        off = self.shared_offset(s, s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")))
+        self.w(f"{self.tensor(s.dst)}[{off}] = {self.tensor(src)}[li];")
+        self.close()
+
+    def _CopyAsync(self, s: CopyAsync) -> None:
+        plan = self.plans.get(id(s))
+        if plan is not None:
+            return self.cp_async(s, plan)
+        dst = s.dst
+        shape = [int(d) for d in dst.shape]
+        n, nt = math.prod(shape), self.program.num_threads
+        self.w(f"// copy_async {s.src.buffer.name} -> {dst.buffer.name}: copied when issued")
+        self.open(f"for (int e = tid; e < {n}; e += {nt})")
+        coords = [f"(e / {math.prod(shape[k + 1:])}) % {shape[k]}" for k in range(len(shape))]
+        flat, ok = self.global_flat(s.src, self.tile_index(s, coords))
+        off = self.shared_offset(s, dst, coords)
+        self.w(f"{self.tensor(dst)}[{off}] = ({ok}) ? {self.tensor(s.src)}[{flat}] : "
+               f"{zero(ctype(dst.dtype))};")
+        self.close()
+
+    def cp_async(self, s: CopyAsync, plan) -> None:
+        """The plan's 16-byte cp.async chunks, spread over the threads (block/select.py)."""
+        dst, c = s.dst, plan.chunk
+        shape = [int(d) for d in dst.shape]
+        per_row = shape[-1] // c
+        n, nt = math.prod(shape) // c, self.program.num_threads
+        self.w(f"// copy_async {s.src.buffer.name} -> {dst.buffer.name}: cp.async, {n} chunks "
+               f"of 16 bytes")
+        self.open(f"for (int e = tid; e < {n}; e += {nt})")
+        coords = [f"(e / {per_row * math.prod(shape[k + 1:-1])}) % {shape[k]}"
+                  for k in range(len(shape) - 1)] + [f"(e % {per_row}) * {c}"]
+        flat, ok = self.global_flat(s.src, self.tile_index(s, coords))
+        off = self.shared_offset(s, dst, coords)
+        src = self.tensor(s.src)
+        self.w(f"const bool ok = {ok};")
+        self.w(f"tc::cp_async_16(&{self.tensor(dst)}[{off}], ok ? (const void*)&{src}[{flat}] "
+               f": (const void*){src}, ok);")
+        self.close()
+        self.async_copies = True
+
+    def _CopyAsyncCommitGroup(self, s: CopyAsyncCommitGroup) -> None:
+        self.w("tc::cp_async_commit();")
+
+    def _CopyAsyncWaitGroup(self, s: CopyAsyncWaitGroup) -> None:
+        self.w(f"tc::cp_async_wait<{s.n}>();")
+
+    def _Synchronize(self, s: Synchronize) -> None:
+        self.w("__syncthreads();")
+
+    def _Exit(self, s: Exit) -> None:
+        self.w("return;")
+
