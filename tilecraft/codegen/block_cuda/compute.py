@@ -58,6 +58,12 @@ class ComputePrinter:
         self.w(f"{self.tensor(s.out)}[li] = tc::cast<{ctype(s.out.dtype)}>({self.tensor(s.src)}[li]);")
         self.close()
 
+    def _View(self, s) -> None:
+        """Each thread's bits, relabelled: a byte copy between its register arrays (the verifier
+        checked the bits per thread are equal; the compiler keeps it in registers)."""
+        nbytes = s.src.layout.local_size * s.src.dtype.bits // 8
+        self.w(f"memcpy({self.tensor(s.out)}, {self.tensor(s.src)}, {nbytes});  // view")
+
     def _Fill(self, s: Fill) -> None:
         self.per_register(s.out)
         self.w(f"{self.tensor(s.out)}[li] = {self.cast(s.out.dtype, s.value)};")

@@ -24,18 +24,22 @@ from typing import NamedTuple
 
 from tilecraft.block import AllocateRegister, AllocateShared, BlockProgram, RegisterTensor
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import BufferLoad, For, If, LetStmt, SeqStmt, Var
+from tilecraft.ir import BufferLoad, For, If, LetStmt, SeqStmt, UseSwizzle, Var
+from tilecraft.ir.visitor import walk
 from tilecraft.ir.expr import const_int
 
 from ..cuda.cexpr import ExprPrinter, ctype
 from .compute import ComputePrinter
+from .parallel import ParallelPrinter
 from .transfer import TransferPrinter
 
 
-class BlockPrinter(TransferPrinter, ComputePrinter):
+class BlockPrinter(TransferPrinter, ComputePrinter, ParallelPrinter):
     def __init__(self, program: BlockProgram, plans: dict | None = None):
         self.program = program
         self.plans = plans or {}  # id(instruction) -> its selection plan (block/select.py)
+        self.par = None  # the parallel instruction being printed (parallel.py)
+        self.current = None  # the statement being printed
         self.lines: list[str] = []
         self.depth = 1
         self.names: dict[object, str] = {}
@@ -61,8 +65,10 @@ class BlockPrinter(TransferPrinter, ComputePrinter):
         return self.elem.get(v) or self.name(v, v.name)
 
     def load(self, e: BufferLoad) -> str:
-        raise TilecraftError("TC502", detail="a scalar load of a tensor element in a block "
-                             "program on the GPU", hint="load tiles with load_global/load_shared")
+        if self.par is not None:
+            return self.par_load(e)
+        raise self.refuse(self.current, "a scalar load of a tensor element outside a parallel "
+                          "loop")
 
     def p(self, e) -> str:
         return self.exprs(e)
@@ -84,6 +90,8 @@ class BlockPrinter(TransferPrinter, ComputePrinter):
 
     # ---- statements ---------------------------------------------------------------------------
     def stmt(self, s) -> None:
+        if not isinstance(s, SeqStmt):
+            self.current = s  # the statement a refusal points at
         if isinstance(s, SeqStmt):
             for c in s.stmts:
                 self.stmt(c)
@@ -125,6 +133,9 @@ class BlockPrinter(TransferPrinter, ComputePrinter):
             self.w(f"{self.tensor(t)}[li] = {self.cast(t.dtype, s.init)};")
             self.close()
 
+    def _UseSwizzle(self, s) -> None:
+        self.w("// T.use_swizzle: the block indices above")
+
     def _AllocateShared(self, s: AllocateShared) -> None:
         t = s.out
         self.smem = -(-self.smem // 128) * 128
@@ -155,8 +166,16 @@ def print_cuda(program: BlockProgram) -> PrintedKernel:
     pr = BlockPrinter(program, plans)
     pr.w("extern __shared__ __align__(1024) unsigned char tc_smem[];")
     pr.w("const int tid = threadIdx.x;")
-    for v, axis, g in zip(program.block_vars, "xyz", program.grid):
-        pr.w(f"const int {pr.var_name(v)} = blockIdx.{axis};")
+    swz = next((s for s in walk(program.body) if isinstance(s, UseSwizzle)), None)
+    bvars = program.block_vars
+    if swz is not None and len(bvars) >= 2:  # T.use_swizzle: the block order (L2 reuse)
+        b0, b1 = pr.var_name(bvars[0]), pr.var_name(bvars[1])
+        pr.w(f"int {b0}, {b1};  // T.use_swizzle({swz.panel_size}, order={swz.order!r})")
+        pr.w(f"tc::rasterize({swz.panel_size}, {'true' if swz.order == 'col' else 'false'}, "
+             f"{b0}, {b1});")
+    for k, (v, axis, g) in enumerate(zip(bvars, "xyz", program.grid)):
+        if not (swz is not None and len(bvars) >= 2 and k < 2):
+            pr.w(f"const int {pr.var_name(v)} = blockIdx.{axis};")
         if const_int(g) is not None:
             pr.exprs.ranges[v] = (0, const_int(g) - 1)
     pr.stmt(program.body)

@@ -24,6 +24,8 @@ class TransferPrinter:
 
     def global_flat(self, t, idx: list[str]) -> tuple[str, str]:
         """(flat element index, in-bounds condition) of `idx` in global tensor `t`."""
+        if not all(isinstance(d, int) for d in t.buffer.shape):
+            raise self.refuse(t.buffer, f"the dynamic shape of `{t.buffer.name}`")
         shape = [int(d) for d in t.buffer.shape]
         flat = idx[0]
         for i, n in zip(idx[1:], shape[1:]):

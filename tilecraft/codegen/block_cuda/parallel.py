@@ -1,0 +1,124 @@
+"""`parallel` instructions (lowered T.Parallel loops) as CUDA: each thread runs the scalar body
+for the elements the loop's layout gives it (`li` over its local elements, the loop variables
+from `frag_coords`). A register tensor indexed by the loop variables reads the register of the
+same thread that holds that element (the VM checks that one does: TC610); the register is `li`
+when the tensor has the loop's layout, else a constant slot table (the same on every thread,
+folded by the unrolled loop). Shared tensors are addressed through their layouts, global tensors
+row-major. A mixin of `BlockPrinter` (printer.py).
+
+Not printed yet (TC502 at the line): a register index that is not the loop variables, slots that
+differ between threads, scalar atomics and `T.call_extern` inside the loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilecraft.block import RegisterTensor, SharedTensor
+from tilecraft.block.parallel import ParallelCompute
+from tilecraft.ir import BufferLoad, BufferStore, For, If, LetStmt, SeqStmt, Var
+from tilecraft.ir.expr import const_int
+
+from ..cuda.cexpr import ctype
+from ..cuda.indexing import frag_coords
+
+
+class ParallelPrinter:
+    def _ParallelCompute(self, s: ParallelCompute) -> None:
+        lay = s.layout
+        saved = self.par
+        self.par = s
+        self.w(f"// parallel over {list(lay.shape)}: {lay}")
+        self.w("#pragma unroll")
+        self.open(f"for (int li = 0; li < {lay.local_size}; ++li)")
+        for v, c, n in zip(s.vars, frag_coords(lay, "tid", "li"), lay.shape):
+            self.w(f"const int {self.var_name(v)} = {c};")
+            self.exprs.ranges[v] = (0, n - 1)
+        self.par_stmt(s.body)
+        self.close()
+        self.par = saved
+
+    def par_stmt(self, s) -> None:
+        if isinstance(s, SeqStmt):
+            for c in s.stmts:
+                self.par_stmt(c)
+        elif isinstance(s, LetStmt):
+            self.w(f"const {ctype(s.var.dtype)} {self.var_name(s.var)} = {self.p(s.value)};")
+        elif isinstance(s, BufferStore):
+            target = self.element(s, s.buffer, s.indices)
+            self.w(f"{target} = tc::cast<{ctype(s.buffer.dtype)}>({self.p(s.value)});")
+        elif isinstance(s, If):
+            self.open(f"if ({self.p(s.cond)})")
+            self.par_stmt(s.then_body)
+            self.close()
+            if s.else_body is not None:
+                self.open("else")
+                self.par_stmt(s.else_body)
+                self.close()
+        elif isinstance(s, For) and s.kind in ("serial", "unrolled"):
+            v = self.var_name(s.var)
+            self.open(f"for (int {v} = {self.p(s.start)}; {v} < {self.p(s.start + s.extent)}; "
+                      f"++{v})")
+            self.par_stmt(s.body)
+            self.close()
+        else:
+            raise self.refuse(s, f"`{type(s).__name__}` inside a parallel loop")
+
+    def par_load(self, e: BufferLoad) -> str:
+        return self.element(e, e.buffer, e.indices)
+
+    def element(self, at, buf, indices) -> str:
+        """The C lvalue of `buf[indices]` inside the current parallel loop."""
+        t = self.par.tensor_of().get(buf)
+        idx = [self.p(i) for i in indices]
+        if isinstance(t, RegisterTensor):
+            return f"{self.tensor(t)}[{self.register_slot(at, t, indices)}]"
+        if isinstance(t, SharedTensor):
+            return f"{self.tensor(t)}[{self.shared_offset(at, t, idx)}]"
+        if buf.scope == "global":
+            flat, _ = self.global_flat(_Global(buf), idx)
+            return f"{self.name(buf, buf.name)}[{flat}]"
+        raise self.refuse(at, f"an access to the {buf.scope} buffer `{buf.name}`")
+
+    def register_slot(self, at, t: RegisterTensor, indices) -> str:
+        loop = self.par
+        pos = []
+        for i in indices:
+            if isinstance(i, Var) and i in loop.vars:
+                pos.append(loop.vars.index(i))
+            elif const_int(i) == 0:
+                pos.append(None)
+            else:
+                raise self.refuse(at, f"the register index `{i}` of `{t.buffer.name}` (only the "
+                                  "loop variables index registers)")
+        if t.layout == loop.layout and pos == list(range(len(loop.vars))):
+            return "li"
+        idx = loop.layout.index_table()  # [threads, local, ndim]
+        want = np.stack([idx[..., p] if p is not None else np.zeros(idx.shape[:2], np.int64)
+                         for p in pos], axis=-1)
+        flat = np.ravel_multi_index(tuple(want[..., d] for d in range(t.layout.ndim)),
+                                    t.layout.shape)
+        table = _slot_table(t.layout)
+        threads = np.broadcast_to(np.arange(loop.layout.num_threads)[:, None], flat.shape)
+        slots = table[threads, flat]
+        if (slots < 0).any() or not (slots == slots[0]).all():
+            raise self.refuse(at, f"registers of `{t.buffer.name}` that differ between threads")
+        name = f"pslot{len(self.lines)}"
+        self.w(f"const int {name}[{len(slots[0])}] = {{{', '.join(map(str, slots[0]))}}};")
+        return f"{name}[li]"
+
+
+class _Global:
+    """A global Tile IR buffer seen as a tensor by `global_flat`."""
+
+    def __init__(self, buf):
+        self.buffer = buf
+
+
+def _slot_table(layout) -> np.ndarray:
+    from tilecraft.block.vm_parallel import slot_table
+
+    return slot_table(layout)
+
+
+__all__ = ["ParallelPrinter"]
