@@ -161,7 +161,10 @@ def print_cuda(program: BlockProgram) -> PrintedKernel:
 
     from ..cuda.build import include_lines
 
+    from tilecraft.block.barriers import insert_barriers
+
     program.verify()
+    program = insert_barriers(program)  # the GPU's barriers for the VM's block-synchronous steps
     plans = select_instructions(program)
     pr = BlockPrinter(program, plans)
     pr.w("extern __shared__ __align__(1024) unsigned char tc_smem[];")
