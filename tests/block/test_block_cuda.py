@@ -229,3 +229,9 @@ def test_copy_async_on_the_gpu_matches_the_vm(col_step):
     args = _gpu_args([x, np.full((16, 32), np.nan, np.float16)])
     build_block_kernel(prog)(*args, 3)
     np.testing.assert_array_equal(args[1].cpu().numpy(), y_vm)
+
+
+def test_a_row_reduction_uses_shuffles_when_the_layout_allows():
+    source = print_cuda(_elementwise_and_reduce()).source  # rows over 8 lanes each
+    assert "// sum over dim 1: shuffles [1, 2, 4], across warps []" in source
+    assert "stage0" not in source  # not staged through shared memory

@@ -127,6 +127,77 @@ class ComputePrinter:
                    f"&{out}[{lc * nc}]);")
 
     def _ReduceRegister(self, s: ReduceRegister) -> None:
+        if self.reduce_by_shuffles(s):
+            return
+        self.reduce_staged(s)
+
+    def reduce_by_shuffles(self, s: ReduceRegister) -> bool:
+        """The CUDA emitter's reduction on the block program's layouts (emit_reduce.py): each
+        thread folds its registers per output register, butterfly shuffles combine the lanes of
+        a row, and rows that span warps combine through the scratch area. False when the layouts
+        do not allow it (the staged form then)."""
+        from tilecraft.passes.smem_liveness import cross_warp_modes
+
+        from ..cuda.emit_reduce import _combine, _init, _xor_offsets
+        from ..cuda.indexing import local_map
+
+        src, out = s.src.layout, s.out.layout
+        keep = tuple(d for d in range(src.ndim) if d != s.dim)
+        dst_map = out.reduce(s.dim, keepdim=False) if out.ndim == src.ndim else out
+        offs = _xor_offsets(cross_warp_modes(src, s.dim))
+        if offs is None or out.num_threads != src.num_threads:
+            return False
+        try:
+            m = local_map(src, dst_map, keep, s.span) if keep else "0"
+        except Exception:  # noqa: BLE001 (registers not affine: the staged form)
+            return False
+        acc = accumulator_dtype(s.src.dtype, s.out.dtype)
+        t = ctype(acc)
+        lane = [o for o in offs if o < 32]
+        warp = [o for o in offs if o >= 32]
+        if warp and len(lane) < len(warp):
+            return False
+        n, nt = out.local_size, self.program.num_threads
+        x = f"tc::cast<{t}>({self.tensor(s.src)}[li])"
+        if s.kind in ("abssum", "absmax"):
+            x = f"({x} < {zero(t)} ? -{x} : {x})"
+        self.w(f"// {s.kind} over dim {s.dim}: shuffles {lane}, across warps {warp}")
+        self.open("")
+        self.w(f"{t} red[{n}];")
+        self.w(f"for (int j = 0; j < {n}; ++j) red[j] = {_init(s.kind, t)};")
+        self.w("#pragma unroll")
+        self.w(f"for (int li = 0; li < {src.local_size}; ++li) red[{m}] = "
+               f"{_combine(s.kind, t, f'red[{m}]', x)};")
+        self.w("#pragma unroll")
+        self.open(f"for (int j = 0; j < {n}; ++j)")
+        for o in lane:
+            self.w(f"red[j] = {_combine(s.kind, t, 'red[j]', f'__shfl_xor_sync(0xffffffffu, red[j], {o})')};")
+        self.close()
+        if warp:  # one partial per warp and row, through the scratch area (after a barrier)
+            self.w("__syncthreads();  // the scratch area may still be read")
+            self.w(f"{t}* scratch = reinterpret_cast<{t}*>(tc_smem + SCRATCH);")
+            self.w(f"for (int j = 0; j < {n}; ++j) scratch[j * {nt} + tid] = red[j];")
+            self.w("__syncthreads();")
+            pick = " | ".join(f"((tid & {lo}) << {(wo // lo).bit_length() - 1})"
+                              for lo, wo in zip(lane, warp))
+            self.w(f"const int rbase = tid & ~{sum(warp)}, pick = {pick};")
+            self.open(f"for (int j = 0; j < {n}; ++j)")
+            self.w(f"red[j] = scratch[j * {nt} + rbase + pick];")
+            for lo in lane[:len(warp)]:
+                self.w(f"red[j] = {_combine(s.kind, t, 'red[j]', f'__shfl_xor_sync(0xffffffffu, red[j], {lo})')};")
+            self.close()
+            self.scratch = max(self.scratch, n * nt * acc.bits // 8)
+        o = self.tensor(s.out)
+        if s.clear:
+            self.w(f"for (int j = 0; j < {n}; ++j) {o}[j] = tc::cast<{ctype(s.out.dtype)}>(red[j]);")
+        else:
+            old = f"tc::cast<{t}>({o}[j])"
+            self.w(f"for (int j = 0; j < {n}; ++j) {o}[j] = tc::cast<{ctype(s.out.dtype)}>("
+                   f"{_combine(s.kind, t, old, 'red[j]')});")
+        self.close()
+        return True
+
+    def reduce_staged(self, s: ReduceRegister) -> None:
         acc = accumulator_dtype(s.src.dtype, s.out.dtype)
         t = ctype(acc)
         shape = [int(d) for d in s.src.shape]
