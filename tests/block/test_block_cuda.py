@@ -212,9 +212,9 @@ def _copy_program(col_step: int) -> BlockProgram:
 def test_copy_async_is_cp_async_when_every_16_byte_chunk_is_whole():
     printed = print_cuda(_copy_program(col_step=8))
     assert "tc::cp_async_16(" in printed.source and "tc::cp_async_wait<0>();" in printed.source
-    assert printed.align == {"x": 16}  # a launch check on the pointer
+    assert printed.align == {"x": 16, "y": 8}  # launch checks (y: stores of 4 halves)
     odd = print_cuda(_copy_program(col_step=4))  # k * 4 halves: chunks may straddle 16 bytes
-    assert "tc::cp_async_16(" not in odd.source and odd.align == {}
+    assert "tc::cp_async_16(" not in odd.source and odd.align == {"y": 8}
 
 
 @pytest.mark.gpu
@@ -235,3 +235,10 @@ def test_a_row_reduction_uses_shuffles_when_the_layout_allows():
     source = print_cuda(_elementwise_and_reduce()).source  # rows over 8 lanes each
     assert "// sum over dim 1: shuffles [1, 2, 4], across warps []" in source
     assert "stage0" not in source  # not staged through shared memory
+
+
+def test_loads_and_stores_move_consecutive_registers_as_vectors():
+    printed = print_cuda(_elementwise_and_reduce())  # 4 consecutive columns per thread
+    assert printed.source.count("// load in vectors of 4") == 1  # x: float32, 16 bytes
+    assert printed.source.count("// store in vectors of 4") == 1  # y (f16); z: one per thread
+    assert printed.align == {"x": 16, "y": 8}

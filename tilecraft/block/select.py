@@ -26,7 +26,8 @@ from tilecraft.layout.atoms import MMA_M16N8K16_F16, MmaAtom
 
 from .compute import Dot
 from .program import BlockProgram
-from .transfer import CopyAsync
+from .tensors import SharedTensor
+from .transfer import CopyAsync, LoadGlobal, LoadShared, StoreGlobal, StoreShared
 
 _MMA_FUNCS = {("float16", "float32"): "tc::mma_m16n8k16_f16_f32",
               ("bfloat16", "float32"): "tc::mma_m16n8k16_bf16_f32"}
@@ -50,6 +51,16 @@ class CopyAsyncPlan:
     tensor: str  # the global tensor's name (its pointer alignment becomes a launch check)
 
 
+@dataclass(frozen=True)
+class VectorPlan:
+    """A load/store moving `width` consecutive elements per access (each thread's registers
+    g*width .. g*width+width-1 are consecutive along the tile's last dimension); `tensor`, a
+    global tensor's name, gets a pointer alignment check of `width` elements (None: shared)."""
+
+    width: int
+    tensor: str | None
+
+
 def select_instructions(program: BlockProgram) -> dict[int, MmaPlan | CopyAsyncPlan]:
     """id(instruction) -> its plan, for the instructions a hardware instruction computes."""
     from tilecraft.ir.visitor import walk
@@ -61,6 +72,8 @@ def select_instructions(program: BlockProgram) -> dict[int, MmaPlan | CopyAsyncP
             plan = select_dot(s, program.num_threads)
         elif isinstance(s, CopyAsync):
             plan = select_copy_async(s)
+        elif isinstance(s, (LoadGlobal, StoreGlobal, LoadShared, StoreShared)):
+            plan = select_vector(s)
         if plan is not None:
             plans[id(s)] = plan
     return plans
@@ -116,3 +129,52 @@ def select_dot(s: Dot, num_threads: int) -> MmaPlan | None:
                 return None
             steps.append((lc, *blocks.pop()))
     return MmaPlan(atom, func, tuple(steps))
+
+
+_TRANSFER_SIDES = {LoadGlobal: ("out", "src"), LoadShared: ("out", "src"),
+                   StoreGlobal: ("src", "dst"), StoreShared: ("src", "dst")}
+
+
+def select_vector(s) -> VectorPlan | None:
+    """The widest vector (up to 16 bytes) for which every thread's register groups are
+    consecutive elements of the tile's last dimension, which is the memory tensor's rows (a
+    multiple of the vector long, the tile's offset provably aligned, and for shared memory a
+    layout that keeps each group consecutive from an aligned offset)."""
+    reg_name, mem_name = _TRANSFER_SIDES[type(s)]
+    reg, mem = getattr(s, reg_name), getattr(s, mem_name)
+    bits = reg.dtype.bits
+    if bits not in (8, 16, 32, 64) or mem.dtype != reg.dtype or s.dims[-1] != mem.ndim - 1:
+        return None
+    shape = [d if isinstance(d, int) else None for d in mem.buffer.shape]
+    if None in shape:
+        return None
+    idx = reg.layout.index_table()  # [threads, local, ndim]
+    form = linear_form(s.offset[-1])
+    width = 128 // bits
+    while width > 1:
+        if _groups_consecutive(idx, width) and shape[-1] % width == 0 and form is not None \
+                and form[1] % width == 0 and not any(c % width for c in form[0].values()) \
+                and (not isinstance(mem, SharedTensor) or _shared_groups(mem, width)):
+            return VectorPlan(width, None if isinstance(mem, SharedTensor) else mem.buffer.name)
+        width //= 2
+    return None
+
+
+def _groups_consecutive(idx: np.ndarray, width: int) -> bool:
+    threads, local, _ = idx.shape
+    if local % width:
+        return False
+    g = idx.reshape(threads, local // width, width, -1)
+    start = g[:, :, :1, :]
+    step = np.zeros(g.shape[-1], np.int64)
+    step[-1] = 1
+    want = start + np.arange(width)[None, None, :, None] * step
+    return bool((g == want).all() and (start[..., -1] % width == 0).all())
+
+
+def _shared_groups(t: SharedTensor, width: int) -> bool:
+    offs = np.asarray(t.layout.offsets())
+    if offs.shape[-1] % width:
+        return False
+    offs = offs.reshape(-1, width)
+    return bool(((offs - offs[:, :1]) == np.arange(width)).all() and not (offs[:, 0] % width).any())

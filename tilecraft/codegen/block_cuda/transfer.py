@@ -37,8 +37,46 @@ class TransferPrinter:
         """The layout's own offset function, evaluated on C text (indices are non-negative)."""
         return str(t.layout.offset(*(C(f"({i})") for i in idx)))
 
+    def vector_transfer(self, s, plan, reg, mem, load: bool) -> None:
+        """The plan's vector accesses (block/select.py VectorPlan): each thread moves its
+        register groups g*v .. g*v+v-1 as one access; a global vector is wholly in or out of
+        bounds (rows a multiple of v, aligned offsets)."""
+        v, t = plan.width, ctype(reg.dtype)
+        r, m = self.tensor(reg), self.tensor(mem)
+        self.w(f"// {'load' if load else 'store'} in vectors of {v}")
+        self.w("#pragma unroll")
+        self.open(f"for (int g = 0; g < {reg.layout.local_size // v}; ++g)")
+        self.w(f"const int li = g * {v};")
+        idx = self.tile_index(s, frag_coords(reg.layout, "tid", "li"))
+        if isinstance(mem, SharedTensor):
+            ptr, ok = f"&{m}[{self.shared_offset(s, mem, idx)}]", None
+        else:
+            flat, ok = self.global_flat(mem, idx)
+            ptr = f"&{m}[{flat}]"
+        regs = f"*reinterpret_cast<tc::Vec<{t}, {v}>*>(&{r}[li])"
+        if load and ok is None:
+            self.w(f"{regs} = tc::load_vec<{t}, {v}>({ptr});")
+        elif load:
+            self.w(f"if ({ok}) {regs} = tc::load_vec<{t}, {v}>({ptr});")
+            self.w(f"else for (int k = 0; k < {v}; ++k) {r}[li + k] = {zero(t)};")
+        else:
+            guard = f"if ({ok}) " if ok is not None else ""
+            self.w(f"{guard}tc::store_vec<{t}, {v}>({ptr}, {regs});")
+        self.close()
+
+    def _vector(self, s, reg, mem, load: bool) -> bool:
+        from tilecraft.block.select import VectorPlan
+
+        plan = self.plans.get(id(s))
+        if not isinstance(plan, VectorPlan):
+            return False
+        self.vector_transfer(s, plan, reg, mem, load)
+        return True
+
     def _LoadGlobal(self, s: LoadGlobal) -> None:
         out = s.out
+        if self._vector(s, out, s.src, True):
+            return
         self.per_register(out)
         flat, ok = self.global_flat(s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")))
         self.w(f"{self.tensor(out)}[li] = ({ok}) ? {self.tensor(s.src)}[{flat}] : "
@@ -47,6 +85,8 @@ class TransferPrinter:
 
     def _StoreGlobal(self, s: StoreGlobal) -> None:
         src = s.src
+        if self._vector(s, src, s.dst, False):
+            return
         self.per_register(src)
         flat, ok = self.global_flat(s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")))
         self.w(f"if ({ok}) {self.tensor(s.dst)}[{flat}] = {self.tensor(src)}[li];")
@@ -54,6 +94,8 @@ class TransferPrinter:
 
     def _LoadShared(self, s: LoadShared) -> None:
         out = s.out
+        if self._vector(s, out, s.src, True):
+            return
         self.per_register(out)
         off = self.shared_offset(s, s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")))
         self.w(f"{self.tensor(out)}[li] = {self.tensor(s.src)}[{off}];")
@@ -61,6 +103,8 @@ class TransferPrinter:
 
     def _StoreShared(self, s: StoreShared) -> None:
         src = s.src
+        if self._vector(s, src, s.dst, False):
+            return
         self.per_register(src)
         off = self.shared_offset(s, s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")))
         self.w(f"{self.tensor(s.dst)}[{off}] = {self.tensor(src)}[li];")
