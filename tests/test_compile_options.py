@@ -13,7 +13,7 @@ from tilecraft.options import CompileOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
-from gemm import matmul  # noqa: E402
+from gemm import matmul
 
 # the runtime's path discovery (cache directory, CUDA headers) may read the environment
 ALLOWED = {"jit.py", "jit_cache.py", "jit_factory.py", "jit_key.py", "options.py", "targets.py",

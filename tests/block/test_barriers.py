@@ -5,9 +5,19 @@ between accesses of different shared tensors."""
 import sys
 from pathlib import Path
 
-from tilecraft.block import (AllocateRegister, AllocateShared, BlockProgram, GlobalTensor,
-                             LoadGlobal, LoadShared, RegisterTensor, SharedTensor, StoreGlobal,
-                             StoreShared, Synchronize)
+from tilecraft.block import (
+    AllocateRegister,
+    AllocateShared,
+    BlockProgram,
+    GlobalTensor,
+    LoadGlobal,
+    LoadShared,
+    RegisterTensor,
+    SharedTensor,
+    StoreGlobal,
+    StoreShared,
+    Synchronize,
+)
 from tilecraft.block.barriers import insert_barriers
 from tilecraft.ir import Const, For, SeqStmt, Var
 from tilecraft.ir.visitor import walk
@@ -17,7 +27,7 @@ from tilecraft.passes.lower_tile_ops import build_block_program
 from tilecraft.targets import H100_SXM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
-from example_configs import CONFIGS, make  # noqa: E402
+from example_configs import CONFIGS, make
 
 ROWS = spatial(16, 8).local(1, 4)
 

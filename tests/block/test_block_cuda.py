@@ -8,9 +8,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilecraft.block import (AllocateRegister, BinaryOp, BlockProgram, Cast, GlobalTensor,
-                             LoadGlobal, Print, ReduceRegister, RegisterTensor, StoreGlobal,
-                             UnaryOp)
+from tilecraft.block import (
+    AllocateRegister,
+    BinaryOp,
+    BlockProgram,
+    Cast,
+    GlobalTensor,
+    LoadGlobal,
+    Print,
+    ReduceRegister,
+    RegisterTensor,
+    StoreGlobal,
+    UnaryOp,
+)
 from tilecraft.codegen.block_cuda import print_cuda
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.layout import spatial
@@ -162,7 +172,7 @@ def test_dot_is_selected_by_layout_division():
 
 
 def test_a_dot_no_atom_divides_is_printed_as_simt():
-    from tilecraft.layout import column_spatial, local
+    from tilecraft.layout import column_spatial
 
     prog = _tiled_matmul(b_layout=column_spatial(32, 4).local(1, 8))  # B: one k row per lane
     assert "tc::mma" not in print_cuda(prog)[0]
@@ -173,7 +183,7 @@ def test_a_dot_no_atom_divides_is_printed_as_simt():
 @pytest.mark.parametrize("mma", [True, False])
 def test_a_tiled_matmul_on_the_gpu_matches_the_vm(mma):
     from tilecraft.codegen.block_cuda import build_block_kernel
-    from tilecraft.layout import column_spatial, local
+    from tilecraft.layout import column_spatial
 
     prog = _tiled_matmul(None if mma else column_spatial(32, 4).local(1, 8))
     rng = np.random.default_rng(5)
@@ -193,8 +203,15 @@ def test_a_tiled_matmul_on_the_gpu_matches_the_vm(mma):
 
 def _copy_program(col_step: int) -> BlockProgram:
     """copy_async of a 16 x 32 f16 tile at column k * col_step, then back out through registers."""
-    from tilecraft.block import (AllocateShared, CopyAsync, CopyAsyncCommitGroup,
-                                 CopyAsyncWaitGroup, LoadShared, SharedTensor, Synchronize)
+    from tilecraft.block import (
+        AllocateShared,
+        CopyAsync,
+        CopyAsyncCommitGroup,
+        CopyAsyncWaitGroup,
+        LoadShared,
+        SharedTensor,
+        Synchronize,
+    )
     from tilecraft.ir import Var
 
     gx = GlobalTensor.create("x", "float16", (16, 64))

@@ -16,7 +16,7 @@ from tilecraft.passes.lower_tile_ops import build_block_program
 from tilecraft.targets import H100_SXM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
-from example_configs import CONFIGS, make  # noqa: E402
+from example_configs import CONFIGS, make
 
 NOT_PRINTED = {
     "elementwise_add": "the dynamic shape",

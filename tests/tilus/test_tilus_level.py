@@ -15,8 +15,8 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.layout import local, replicate, spatial
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from tilus_matmul import tilus_matmul  # noqa: E402
-from tilus_matmul_shared import tilus_matmul_shared  # noqa: E402
+from tilus_matmul import tilus_matmul
+from tilus_matmul_shared import tilus_matmul_shared
 
 ROWS = spatial(16, 8).local(1, 4)  # [16, 32] over 128 threads
 
@@ -112,7 +112,7 @@ def test_arithmetic_on_the_gpu_matches_the_vm():
     torch.testing.assert_close(y.cpu(), want, rtol=0, atol=0)
 
 
-from tilus_softmax import tilus_softmax  # noqa: E402
+from tilus_softmax import tilus_softmax
 
 
 def _softmax_case(device="cpu"):

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import (Allocate, Buffer, KernelLaunch, ParallelLoop, PrimFunc, SeqStmt,
-                          TileOp)
+from tilecraft.ir import Allocate, Buffer, KernelLaunch, ParallelLoop, PrimFunc, SeqStmt, TileOp
 from tilecraft.ir.visitor import walk
 
 from .instructions import Instruction

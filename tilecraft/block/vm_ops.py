@@ -292,4 +292,4 @@ def _reduce(vm: BlockVM, s: ReduceRegister) -> None:
     vm.regs[s.out] = vm.to_threads(s.out, result)
 
 
-from . import vm_parallel  # noqa: E402,F401  (registers the rules of parallel.py's instructions)
+from . import vm_parallel  # noqa: F401  (registers the rules of parallel.py's instructions)

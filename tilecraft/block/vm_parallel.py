@@ -24,14 +24,24 @@ from tilecraft.diagnostics import TilecraftError, at_span
 from tilecraft.interp.evaluate import Evaluator, compute_type
 from tilecraft.interp.ops.copy import atomic_elements
 from tilecraft.interp.values import np_type, store_cast
-from tilecraft.ir import (Atomic, BufferLoad, BufferRegion, BufferStore, CumSum, For, If, SeqStmt,
-                          Stmt)
+from tilecraft.ir import (
+    Atomic,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    CumSum,
+    For,
+    If,
+    SeqStmt,
+    Stmt,
+)
 from tilecraft.layout import Fragment
 
 from .parallel import AtomicGlobal, CumSumRegister, ParallelCompute
 from .tensors import SharedTensor
 from .vm import BlockVM, layout_table, shared_offsets
 from .vm_ops import _run_tile_op, _tile_index, rule
+
 
 @functools.lru_cache(maxsize=256)
 def slot_table(layout: Fragment) -> np.ndarray:

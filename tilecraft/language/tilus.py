@@ -21,16 +21,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilecraft.block import (AllocateRegister, AllocateShared, BinaryOp, Cast, CopyAsync,
-                             CopyAsyncCommitGroup, CopyAsyncWaitGroup, Dot, Exit, GlobalTensor,
-                             LoadGlobal, LoadShared, RegisterTensor, SharedTensor, StoreGlobal,
-                             StoreShared, Synchronize, UnaryOp)
+from tilecraft.block import (
+    AllocateRegister,
+    AllocateShared,
+    BinaryOp,
+    Cast,
+    CopyAsync,
+    CopyAsyncCommitGroup,
+    CopyAsyncWaitGroup,
+    Dot,
+    Exit,
+    GlobalTensor,
+    LoadGlobal,
+    LoadShared,
+    RegisterTensor,
+    SharedTensor,
+    StoreGlobal,
+    StoreShared,
+    Synchronize,
+    UnaryOp,
+)
 from tilecraft.block.compute import result_dtype
 from tilecraft.diagnostics import TilecraftError, current_span
 from tilecraft.dtypes import resolve
 from tilecraft.frontend.builder import in_kernel
 from tilecraft.ir import Buffer
 from tilecraft.layout import Fragment
+
 
 def _fresh(what: str) -> str:
     """The name of the assignment's target (`acc = T.allocate_register(...)`), else `what`,
@@ -132,7 +149,7 @@ def synchronize() -> None:
     in_kernel("T.synchronize").emit(Synchronize.create(span=current_span()))
 
 
-def exit() -> None:  # noqa: A001 (Tilus's name)
+def exit() -> None:
     """The block stops here."""
     in_kernel("T.exit").emit(Exit.create(span=current_span()))
 
@@ -191,7 +208,7 @@ def _reduce(kind: str, x: RegisterTensor, dim: int, keepdim: bool) -> RegisterTe
     return out
 
 
-def sum(x: RegisterTensor, dim: int, keepdim: bool = False) -> RegisterTensor:  # noqa: A001
+def sum(x: RegisterTensor, dim: int, keepdim: bool = False) -> RegisterTensor:
     """The sum of register tensor `x` over `dim` (float32 for floats; integers keep their
     dtype), laid out by x's layout reduced over `dim` (replicated on the threads that shared
     the reduced elements)."""
@@ -232,6 +249,26 @@ def neg(x):
     return unary("neg", x)
 
 
-__all__ = ["add", "allocate_register", "amax", "amin", "sum", "allocate_shared", "copy_async", "copy_async_commit_group",
-           "copy_async_wait_group", "div", "dot", "exit", "load_global", "load_shared", "mod",
-           "mul", "neg", "store_global", "store_shared", "sub", "synchronize"]
+__all__ = [
+    "add",
+    "allocate_register",
+    "allocate_shared",
+    "amax",
+    "amin",
+    "copy_async",
+    "copy_async_commit_group",
+    "copy_async_wait_group",
+    "div",
+    "dot",
+    "exit",
+    "load_global",
+    "load_shared",
+    "mod",
+    "mul",
+    "neg",
+    "store_global",
+    "store_shared",
+    "sub",
+    "sum",
+    "synchronize",
+]

@@ -29,8 +29,21 @@ import dataclasses
 
 from tilecraft.block import AllocateRegister, AllocateShared, BlockProgram, GlobalTensor
 from tilecraft.diagnostics import TilecraftError, at_span
-from tilecraft.ir import (Allocate, Buffer, BufferLoad, BufferStore, For, If, KernelLaunch,
-                          LetStmt, ParallelLoop, SeqStmt, Stmt, TileOp, While)
+from tilecraft.ir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    For,
+    If,
+    KernelLaunch,
+    LetStmt,
+    ParallelLoop,
+    SeqStmt,
+    Stmt,
+    TileOp,
+    While,
+)
 from tilecraft.ir.visitor import stmt_exprs, walk_expr
 
 from .context import KernelState

@@ -24,8 +24,18 @@ H100 at 16384x4096; with gamma loaded beside X, 91-93%):
 
 from __future__ import annotations
 
-from tilecraft.ir import (Allocate, BufferLoad, BufferStore, Copy, Evaluate, For, LetStmt,
-                          SeqStmt, TileOp, Var)
+from tilecraft.ir import (
+    Allocate,
+    BufferLoad,
+    BufferStore,
+    Copy,
+    Evaluate,
+    For,
+    LetStmt,
+    SeqStmt,
+    TileOp,
+    Var,
+)
 from tilecraft.ir.expr import const_int
 from tilecraft.ir.rewrite import replace_stmt, substitute
 from tilecraft.ir.visitor import region_exprs, stmt_children, stmt_exprs, walk, walk_expr

@@ -14,8 +14,14 @@ class BlockKernel:
     the program's parameter order (torch CUDA tensors; they are written in place)."""
 
     def __init__(self, program: BlockProgram, arch: str):
-        from tilecraft.runtime import (ArgChecker, LaunchSpec, RuntimeKernel, ScalarParam,
-                                       TensorParam, compile_cuda)
+        from tilecraft.runtime import (
+            ArgChecker,
+            LaunchSpec,
+            RuntimeKernel,
+            ScalarParam,
+            TensorParam,
+            compile_cuda,
+        )
 
         self.program = program
         printed = print_cuda(program)

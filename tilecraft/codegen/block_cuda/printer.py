@@ -25,8 +25,8 @@ from typing import NamedTuple
 from tilecraft.block import AllocateRegister, AllocateShared, BlockProgram, RegisterTensor
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import BufferLoad, For, If, LetStmt, SeqStmt, UseSwizzle, Var
-from tilecraft.ir.visitor import walk
 from tilecraft.ir.expr import const_int
+from tilecraft.ir.visitor import walk
 
 from ..cuda.cexpr import ExprPrinter, ctype
 from .compute import ComputePrinter
@@ -157,11 +157,10 @@ class PrintedKernel(NamedTuple):
 def print_cuda(program: BlockProgram) -> PrintedKernel:
     """The CUDA source, entry name, dynamic shared memory and pointer alignments of `program`
     (verified first; instructions selected by block/select.py)."""
+    from tilecraft.block.barriers import insert_barriers
     from tilecraft.block.select import CopyAsyncPlan, VectorPlan, select_instructions
 
     from ..cuda.build import include_lines
-
-    from tilecraft.block.barriers import insert_barriers
 
     program.verify()
     program = insert_barriers(program)  # the GPU's barriers for the VM's block-synchronous steps

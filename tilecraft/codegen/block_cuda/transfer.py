@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import math
 
-from tilecraft.block import (CopyAsync, CopyAsyncCommitGroup, CopyAsyncWaitGroup, Exit,
-                             LoadGlobal, LoadShared, SharedTensor, StoreGlobal, StoreShared,
-                             Synchronize)
+from tilecraft.block import (
+    CopyAsync,
+    CopyAsyncCommitGroup,
+    CopyAsyncWaitGroup,
+    Exit,
+    LoadGlobal,
+    LoadShared,
+    SharedTensor,
+    StoreGlobal,
+    StoreShared,
+    Synchronize,
+)
 
 from ..cuda.cexpr import ctype, zero
 from ..cuda.indexing import frag_coords

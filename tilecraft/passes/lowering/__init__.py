@@ -24,7 +24,7 @@ def rule(*classes: type):
     return deco
 
 
-from . import copy, gemm, misc, parallel  # noqa: E402,F401  (registration)
-from .context import LowerContext  # noqa: E402
+from . import copy, gemm, misc, parallel  # noqa: F401  (registration)
+from .context import LowerContext
 
 __all__ = ["RULES", "LowerContext", "rule"]

@@ -16,9 +16,16 @@ from __future__ import annotations
 
 from tilecraft.block import Cast, Print, ReduceRegister
 from tilecraft.block.parallel import AtomicGlobal, CumSumRegister
-from tilecraft.ir import AnnotateLayout, Atomic, BufferRegion, CumSum, DeviceAssert, Reduce
+from tilecraft.ir import (
+    AnnotateLayout,
+    Atomic,
+    BufferRegion,
+    CumSum,
+    DeviceAssert,
+    Reduce,
+    UseSwizzle,
+)
 from tilecraft.ir import Print as TilePrint
-from tilecraft.ir import UseSwizzle
 from tilecraft.ir.tileops import REDUCE_KINDS
 
 from . import rule

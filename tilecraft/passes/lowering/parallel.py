@@ -15,8 +15,18 @@ global memory; anything else (a tile op, a nested T.Parallel, a while loop) is T
 from __future__ import annotations
 
 from tilecraft.block.parallel import ParallelCompute
-from tilecraft.ir import (Atomic, BufferLoad, BufferRegion, BufferStore, Evaluate, For, If,
-                          LetStmt, ParallelLoop, SeqStmt)
+from tilecraft.ir import (
+    Atomic,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    Evaluate,
+    For,
+    If,
+    LetStmt,
+    ParallelLoop,
+    SeqStmt,
+)
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from . import rule
