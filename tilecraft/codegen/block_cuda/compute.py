@@ -55,7 +55,8 @@ class ComputePrinter:
 
     def _Cast(self, s: Cast) -> None:
         self.per_register(s.out)
-        self.w(f"{self.tensor(s.out)}[li] = tc::cast<{ctype(s.out.dtype)}>({self.tensor(s.src)}[li]);")
+        src = self.tensor(s.src)
+        self.w(f"{self.tensor(s.out)}[li] = tc::cast<{ctype(s.out.dtype)}>({src}[li]);")
         self.close()
 
     def _View(self, s) -> None:
@@ -170,8 +171,12 @@ class ComputePrinter:
                f"{_combine(s.kind, t, f'red[{m}]', x)};")
         self.w("#pragma unroll")
         self.open(f"for (int j = 0; j < {n}; ++j)")
+        def shuffle(o: int) -> None:
+            partner = f"__shfl_xor_sync(0xffffffffu, red[j], {o})"
+            self.w(f"red[j] = {_combine(s.kind, t, 'red[j]', partner)};")
+
         for o in lane:
-            self.w(f"red[j] = {_combine(s.kind, t, 'red[j]', f'__shfl_xor_sync(0xffffffffu, red[j], {o})')};")
+            shuffle(o)
         self.close()
         if warp:  # one partial per warp and row, through the scratch area (after a barrier)
             self.w("__syncthreads();  // the scratch area may still be read")
@@ -184,12 +189,13 @@ class ComputePrinter:
             self.open(f"for (int j = 0; j < {n}; ++j)")
             self.w(f"red[j] = scratch[j * {nt} + rbase + pick];")
             for lo in lane[:len(warp)]:
-                self.w(f"red[j] = {_combine(s.kind, t, 'red[j]', f'__shfl_xor_sync(0xffffffffu, red[j], {lo})')};")
+                shuffle(lo)
             self.close()
             self.scratch = max(self.scratch, n * nt * acc.bits // 8)
         o = self.tensor(s.out)
+        ot = ctype(s.out.dtype)
         if s.clear:
-            self.w(f"for (int j = 0; j < {n}; ++j) {o}[j] = tc::cast<{ctype(s.out.dtype)}>(red[j]);")
+            self.w(f"for (int j = 0; j < {n}; ++j) {o}[j] = tc::cast<{ot}>(red[j]);")
         else:
             old = f"tc::cast<{t}>({o}[j])"
             self.w(f"for (int j = 0; j < {n}; ++j) {o}[j] = tc::cast<{ctype(s.out.dtype)}>("
