@@ -5,9 +5,10 @@ Requires: `layouts` (a Fragment per fragment buffer and per T.Parallel loop, the
 and `smem_plan` (which shared tiles are swizzled). Guarantees (`block_program`):
 state.block_program (or, for now, state.lowering_refusal: see `lower_tile_ops`) is a
 `BlockProgram` with the kernel's parameters, grid, threads and block indices, in which every
-tile op and T.Parallel loop is block instructions on tensors with explicit layouts (each with the span of the statement it comes from), and the scalar code
-(lets, stores outside T.Parallel, if/for/while, break, T.call_extern) is the kernel's own. It
-verifies (`block.verify`), and the VM running it computes what the interpreter computes on the
+tile op and T.Parallel loop is block instructions on tensors with explicit layouts (each with
+the span of the statement it comes from), and the scalar code (lets, stores outside
+T.Parallel, if/for/while, break, T.call_extern) is the kernel's own. It verifies
+(`block.verify`), and the VM running it computes what the interpreter computes on the
 Tile IR (tests/passes/test_lower_tile_ops.py). The rules, per op class: passes/lowering/.
 
     A_s = T.alloc_shared((64, 32), "float16")      A_s = allocate_shared(float16[64, 32], ...)
