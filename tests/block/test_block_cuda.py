@@ -259,3 +259,21 @@ def test_loads_and_stores_move_consecutive_registers_as_vectors():
     assert printed.source.count("// load in vectors of 4") == 1  # x: float32, 16 bytes
     assert printed.source.count("// store in vectors of 4") == 1  # y (f16); z: one per thread
     assert printed.align == {"x": 16, "y": 8}
+
+
+def test_a_dot_reads_operands_it_alone_uses_from_shared_memory_step_by_step():
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    from tilecraft.passes import lower
+    from tilecraft.passes.lower_tile_ops import build_block_program
+    from tilecraft.targets import H100_SXM
+
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1] / "codegen"))
+    from example_configs import CONFIGS, make
+
+    gemm = next(c for c in CONFIGS if c[0] == "gemm_partial")
+    source = print_cuda(build_block_program(lower(make(gemm).func, H100_SXM))).source
+    assert "operands from shared memory" in source
+    assert source.count("inside the dot below") == 4  # two loads, two allocations
+    assert "a_blk[8]" in source and "b_blk[4]" in source

@@ -203,3 +203,16 @@ def test_what_cannot_be_lowered_yet_is_tc502_at_its_line_and_the_pipeline_goes_o
     assert err.value.line == _line_of("# marker: scalar shared store")
     state = lower(scalar_shared, H100_SXM)
     assert state.block_program is None and state.lowering_refusal.code == "TC502"
+
+
+def test_gemm_operands_follow_the_accumulators_warps_so_mma_is_selected():
+    """LA/LB come from the accumulator's layout divided by the mma atom (each warp loads the A
+    rows and B columns of the C blocks it holds), so the dot's layouts divide by the atom."""
+    from tilecraft.block import Dot
+    from tilecraft.block.select import select_dot
+
+    for name in ("gemm_partial", "gemm_relu"):
+        cfg = next(c for c in CONFIGS if c[0] == name)
+        program = build_block_program(lower(make(cfg).func, H100_SXM))
+        (dot,) = [s for s in walk(program.body) if isinstance(s, Dot)]
+        assert select_dot(dot, program.num_threads) is not None, name

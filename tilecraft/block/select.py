@@ -61,11 +61,30 @@ class VectorPlan:
     tensor: str | None
 
 
-def select_instructions(program: BlockProgram) -> dict[int, MmaPlan | CopyAsyncPlan]:
+@dataclass(frozen=True)
+class FromSharedPlan:
+    """A dot on mma.sync whose operands come straight from `load_shared` instructions just
+    before it: each step loads only the A and B register blocks it multiplies (what ldmatrix per
+    mma does), instead of whole operand tiles in registers. The loads and the operands'
+    allocations are `Fused` (not printed on their own)."""
+
+    mma: MmaPlan
+    loads: dict  # operand tensor -> the LoadShared instruction that fills it
+
+
+@dataclass(frozen=True)
+class Fused:
+    """An instruction printed as part of another one's plan."""
+
+    into: int  # id of that instruction
+
+
+def select_instructions(program: BlockProgram) -> dict[int, object]:
     """id(instruction) -> its plan, for the instructions a hardware instruction computes."""
+    from tilecraft.ir import SeqStmt
     from tilecraft.ir.visitor import walk
 
-    plans = {}
+    plans: dict[int, object] = {}
     for s in walk(program.body):
         plan = None
         if isinstance(s, Dot):
@@ -76,7 +95,46 @@ def select_instructions(program: BlockProgram) -> dict[int, MmaPlan | CopyAsyncP
             plan = select_vector(s)
         if plan is not None:
             plans[id(s)] = plan
+    for seq in walk(program.body):
+        if isinstance(seq, SeqStmt):
+            _fuse_operand_loads(seq.stmts, plans)
     return plans
+
+
+def _fuse_operand_loads(stmts, plans: dict) -> None:
+    """A dot with an mma plan, preceded (with nothing but allocations, loads and barriers in
+    between: no shared memory changes) by the load_shared of an operand that nothing else
+    reads: the dot loads the operand's blocks itself, step by step."""
+    from .instructions import AllocateRegister, Synchronize
+
+    for i, dot in enumerate(stmts):
+        if not isinstance(dot, Dot) or not isinstance(plans.get(id(dot)), MmaPlan):
+            continue
+        loads = {}
+        for prev in reversed(stmts[:i]):
+            if isinstance(prev, LoadShared) and prev.out in (dot.a, dot.b):
+                loads[prev.out] = prev
+            elif not isinstance(prev, (LoadShared, AllocateRegister, Synchronize)):
+                break
+        allocs = {s.out: s for s in stmts[:i]
+                  if isinstance(s, AllocateRegister) and s.out in loads}
+        users = [s for s in stmts if s is not dot and _reads(s) & set(loads)]
+        if not loads or users or len(allocs) != len(loads) or dot.out in loads:
+            continue
+        plans[id(dot)] = FromSharedPlan(plans[id(dot)], loads)
+        for s in (*loads.values(), *allocs.values()):
+            plans[id(s)] = Fused(id(dot))
+
+
+def _reads(s) -> set:
+    from tilecraft.ir.visitor import walk
+
+    out = set()
+    for x in walk(s):
+        reads = getattr(x, "reads", None)
+        if callable(reads):
+            out.update(t for t in reads() if hasattr(t, "layout"))
+    return out
 
 
 def select_copy_async(s: CopyAsync) -> CopyAsyncPlan | None:

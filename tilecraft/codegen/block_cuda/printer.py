@@ -114,6 +114,8 @@ class BlockPrinter(TransferPrinter, ComputePrinter, ParallelPrinter):
                 self.close()
         elif isinstance(s, LetStmt):
             self.w(f"const {ctype(s.var.dtype)} {self.var_name(s.var)} = {self.p(s.value)};")
+        elif type(self.plans.get(id(s))).__name__ == "Fused":
+            self.w(f"// {type(s).__name__} of `{s.out.buffer.name}`: inside the dot below")
         else:
             handler = getattr(self, f"_{type(s).__name__}", None)
             if handler is None:

@@ -7,14 +7,16 @@
                                                   load_shared(B_s, offset=[0, 0], out=B_s_t2)
                                                   dot(A_s_t1, B_s_t2, acc, out=acc)
 
-With the warp grid wm x wn (x r copies) that layout inference chose (state.gemm_warps, the
-accumulator's layout is `rules_gemm.c_layout`), warp (i, j) needs A's rows of i and B's columns
-of j, so
+Each warp needs the A rows and B columns of the C blocks it holds. With the accumulator's layout
+divided by the mma atom, `C = qc * mma.c` (mma = m16n8k16):
 
-    LA = replicate(r) * (spatial(wm, 1) * replicate(wn)) * local(m/16wm, k/16) * mma.a
-    LB = replicate(r) * (replicate(wm) * spatial(1, wn)) * local(k/16, n/8wn) * mma.b
+    LA = (qc reduced over N) * local(1, k/16) * mma.a
+    LB = local(k/16, 1) * (qc reduced over M) * mma.b
 
-(mma = m16n8k16; replicate(1) is left out). An A already in registers is used as it is. A
+so the dot's layouts divide by the atom and selection puts it on mma.sync. (When C is not
+mma-shaped: from the warp grid wm x wn, r copies, of state.gemm_warps,
+`LA = replicate(r) * spatial(wm, 1) * replicate(wn) * local(m/16wm, k/16) * mma.a` and
+`LB = replicate(r) * replicate(wm) * spatial(1, wn) * local(k/16, n/8wn) * mma.b`.) An A already in registers is used as it is. A
 transposed operand (transpose_A/B: the tile is stored [K, M] / [N, K]) is loaded in the
 transposed layout and `view`ed as the operand: each thread's registers are the same, only the
 logical index they mean is transposed (what ldmatrix.trans does). Gemms that run on wgmma lower
@@ -55,6 +57,24 @@ def _chain(*parts: Fragment | None) -> Fragment:
         if p is not None:
             out = p if out is None else out * p
     return out
+
+
+def operand_layouts_of(c: Fragment, k: int):
+    """(LA, LB) that give every warp the A rows and B columns of the C blocks it holds: with
+    `C = qc * mma.c` (layout division), `LA = (qc reduced over N) * local(1, k/16) * mma.a` and
+    `LB = local(k/16, 1) * (qc reduced over M) * mma.b`; None when C is not mma-shaped."""
+    from tilecraft.layout.algebra import quotient
+
+    atom = MMA_M16N8K16_F16
+    qc = quotient(c, atom.c)
+    if qc is None or qc.ndim != 2 or k % 16:
+        return None
+    try:
+        qa = qc.reduce(1, keepdim=True) * local(1, k // 16)
+        qb = local(k // 16, 1) * qc.reduce(0, keepdim=True)
+        return qa * atom.a, qb * atom.b
+    except LayoutError:
+        return None
 
 
 def operand_layouts(m: int, n: int, k: int, wm: int, wn: int, r: int):
@@ -103,7 +123,9 @@ def lower_gemm(cx: LowerContext, op: Gemm) -> list:
     m, n, k = op.mnk()
     wm, wn = cx.state.gemm_warps[id(op)]
     r = cx.state.gemm_copies.get(id(op), 1)
-    layouts = operand_layouts(m, n, k, wm, wn, r) if isinstance(k, int) else None
+    layouts = None
+    if isinstance(k, int):  # the C blocks' own warps (mma selection then needs no shuffle)
+        layouts = operand_layouts_of(c.layout, k) or operand_layouts(m, n, k, wm, wn, r)
     la, lb = layouts if layouts is not None else (None, None)
     out: list = []
     if op.clear_accum:
