@@ -277,3 +277,33 @@ def test_a_dot_reads_operands_it_alone_uses_from_shared_memory_step_by_step():
     assert "operands from shared memory" in source
     assert source.count("inside the dot below") == 4  # two loads, two allocations
     assert "a_blk[8]" in source and "b_blk[4]" in source
+
+
+def test_indices_of_a_tensor_of_2_31_elements_or_more_are_64_bit():
+    gx = GlobalTensor.create("x", "float32", (65536, 65536))  # 2^32 elements
+    x = RegisterTensor.create("xr", "float32", ROWS)
+    prog = BlockProgram.create("big", (gx,), (4096,), 128, [])
+    (bi,) = prog.block_vars
+    body = [AllocateRegister.create(x), LoadGlobal.create(gx, x, offset=(bi * 16, 0)),
+            StoreGlobal.create(x, gx, offset=(bi * 16, 32))]
+    source = print_cuda(BlockProgram.create("big", (gx,), (4096,), 128, body,
+                                            block_vars=(bi,))).source
+    assert "(long long)bi_ * 16" in source and "(long long)(" in source
+    small = print_cuda(_elementwise_and_reduce()).source
+    assert "long long" not in small
+
+
+def test_dynamic_dimensions_are_kernel_arguments_bound_from_the_tensors():
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    from tilecraft.passes import lower
+    from tilecraft.passes.lower_tile_ops import build_block_program
+    from tilecraft.targets import H100_SXM
+
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1] / "codegen"))
+    from example_configs import CONFIGS, make
+
+    add = next(c for c in CONFIGS if c[0] == "elementwise_add")
+    printed = print_cuda(build_block_program(lower(make(add).func, H100_SXM)))
+    assert [v.name for v in printed.dims] == ["m"] and "const int m_)" in printed.source

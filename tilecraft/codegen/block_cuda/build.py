@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tilecraft.block import BlockProgram
-from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Const, Var
 
+from ..cuda.build import _eval
 from .printer import print_cuda
 
 
@@ -31,14 +31,12 @@ class BlockKernel:
             if isinstance(p, Var):
                 params.append(ScalarParam(p.name, p.dtype.name))
             else:
-                params.append(TensorParam(p.buffer.name, p.dtype.name, tuple(p.buffer.shape),
+                shape = tuple(d if isinstance(d, int) else d.name for d in p.buffer.shape)
+                params.append(TensorParam(p.buffer.name, p.dtype.name, shape,
                                           align=printed.align.get(p.buffer.name, 0)))
-        grid = []
-        for g in program.grid:
-            if not isinstance(g, Const):
-                raise TilecraftError("TC502", span=program.span, detail=f"the grid entry `{g}` "
-                                     "of a block program on the GPU", hint="use constant grids")
-            grid.append(int(g.value))
+        params += [ScalarParam(v.name, "int32", dim=v.name) for v in printed.dims]
+        grid = [int(g.value) if isinstance(g, Const) else (lambda d, g=g: int(_eval(g, d)))
+                for g in program.grid]
         launch = LaunchSpec(grid=tuple(grid), block=(program.num_threads,), smem=smem)
         compiled = compile_cuda(self.source, arch, name=name)
         checker = ArgChecker(tuple(params), kernel=name)

@@ -69,8 +69,11 @@ class ParallelPrinter:
 
     def element(self, at, buf, indices) -> str:
         """The C lvalue of `buf[indices]` inside the current parallel loop."""
+        from .transfer import small
+
         t = self.par.tensor_of().get(buf)
-        idx = [self.p(i) for i in indices]
+        wide = buf.scope == "global" and not small(buf)
+        idx = [self.wide_p(i, wide) for i in indices]
         if isinstance(t, RegisterTensor):
             return f"{self.tensor(t)}[{self.register_slot(at, t, indices)}]"
         if isinstance(t, SharedTensor):

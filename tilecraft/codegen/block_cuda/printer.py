@@ -154,6 +154,7 @@ class PrintedKernel(NamedTuple):
     name: str
     smem: int  # bytes of dynamic shared memory
     align: dict  # tensor name -> bytes its data pointer must be a multiple of
+    dims: tuple = ()  # the dynamic dimensions (Vars), passed after the parameters
 
 
 def print_cuda(program: BlockProgram) -> PrintedKernel:
@@ -191,6 +192,8 @@ def print_cuda(program: BlockProgram) -> PrintedKernel:
             sig.append(f"const {ctype(p.dtype)} {pr.var_name(p)}")
         else:
             sig.append(f"{ctype(p.dtype)}* __restrict__ {pr.tensor(p)}")
+    dims = dynamic_dims(program)
+    sig += [f"const int {pr.var_name(v)}" for v in dims]
     name = f"{program.name}_kernel"
     code = (f'extern "C" __global__ void __launch_bounds__({program.num_threads}, 1)\n'
             f"{name}({', '.join(sig)}) {{\n{body}\n}}\n")
@@ -204,4 +207,15 @@ def print_cuda(program: BlockProgram) -> PrintedKernel:
             tensor = next(p for p in program.params if getattr(p, "name", None) == plan.tensor)
             need = plan.width * tensor.dtype.bits // 8
             align[plan.tensor] = max(align.get(plan.tensor, 0), need)
-    return PrintedKernel(source, name, user + pr.scratch, align)
+    return PrintedKernel(source, name, user + pr.scratch, align, dims)
+
+
+def dynamic_dims(program: BlockProgram) -> tuple[Var, ...]:
+    """The Vars in the global tensors' shapes that are not parameters (T.dynamic dims: the
+    runtime binds them from the tensors' shapes)."""
+    out: list[Var] = []
+    for p in program.params:
+        for d in getattr(getattr(p, "buffer", None), "shape", ()):
+            if isinstance(d, Var) and d not in program.params and d not in out:
+                out.append(d)
+    return tuple(out)

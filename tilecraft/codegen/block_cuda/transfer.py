@@ -12,6 +12,7 @@ from tilecraft.block import (
     Exit,
     LoadGlobal,
     LoadShared,
+    RegisterTensor,
     SharedTensor,
     StoreGlobal,
     StoreShared,
@@ -23,20 +24,39 @@ from ..cuda.indexing import frag_coords
 from .cexpr_text import C
 
 
+def small(buf) -> bool:
+    """The buffer has fewer than 2^31 elements for sure (int32 index arithmetic suffices)."""
+    return all(isinstance(d, int) for d in buf.shape) and math.prod(buf.shape) < 2**31
+
+
 class TransferPrinter:
+    def wide_p(self, e, wide: bool) -> str:
+        """`e` printed with 64-bit integer arithmetic when `wide` (the interpreter's rule for
+        indices of tensors of 2^31 elements or more: no 32-bit step may wrap)."""
+        saved = self.exprs.wide
+        self.exprs.wide = wide or saved
+        try:
+            return self.p(e)
+        finally:
+            self.exprs.wide = saved
+
     def tile_index(self, s, coords: list[str]) -> list[str]:
-        """Per dimension of the big tensor: offset + the tile's coordinate where covered."""
-        idx = [self.p(o) for o in s.offset]
+        """Per dimension of the big tensor: offset + the tile's coordinate where covered (in
+        64 bits for a global tensor that may hold 2^31 elements or more)."""
+        mem = next(getattr(s, f) for f in ("src", "dst") if not isinstance(getattr(s, f, None),
+                                                                        RegisterTensor))
+        wide = mem.buffer.scope == "global" and not small(mem.buffer)
+        idx = [self.wide_p(o, wide) for o in s.offset]
         for k, d in enumerate(s.dims):
-            idx[d] = f"({idx[d]} + {coords[k]})"
+            c = f"(long long)({coords[k]})" if wide else coords[k]
+            idx[d] = f"({idx[d]} + {c})"
         return idx
 
     def global_flat(self, t, idx: list[str]) -> tuple[str, str]:
         """(flat element index, in-bounds condition) of `idx` in global tensor `t`."""
-        if not all(isinstance(d, int) for d in t.buffer.shape):
-            raise self.refuse(t.buffer, f"the dynamic shape of `{t.buffer.name}`")
-        shape = [int(d) for d in t.buffer.shape]
-        flat = idx[0]
+        dims = t.buffer.shape
+        shape = [str(d) if isinstance(d, int) else self.p(d) for d in dims]
+        flat = idx[0] if small(t.buffer) else f"(long long)({idx[0]})"  # 64-bit past 2^31
         for i, n in zip(idx[1:], shape[1:]):
             flat = f"({flat}) * {n} + {i}"
         ok = " && ".join(f"{i} >= 0 && {i} < {n}" for i, n in zip(idx, shape))
