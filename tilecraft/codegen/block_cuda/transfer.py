@@ -139,6 +139,21 @@ class TransferPrinter:
         self.w(f"{self.tensor(s.dst)}[{off}] = {self.tensor(src)}[li];")
         self.close()
 
+    def _AtomicGlobal(self, s) -> None:
+        """dst[tile] <kind>= src, one atomic per logical element: the first thread of each
+        replica group issues it (tc::atomic_<kind>: the hardware's, NaN-propagating max/min)."""
+        from ..cuda.indexing import replica_index
+
+        src = s.src
+        owner = replica_index(src.layout, "tid")
+        self.per_register(src)
+        flat, ok = self.global_flat(s.dst, self.tile_index(s, frag_coords(src.layout, "tid",
+                                                                           "li")))
+        guard = f"{ok} && ({owner}) == 0" if owner else ok
+        self.w(f"if ({guard}) tc::atomic_{s.kind}(&{self.tensor(s.dst)}[{flat}], "
+               f"{self.tensor(src)}[li]);")
+        self.close()
+
     def _CopyAsync(self, s: CopyAsync) -> None:
         plan = self.plans.get(id(s))
         if plan is not None:
