@@ -307,3 +307,19 @@ def test_dynamic_dimensions_are_kernel_arguments_bound_from_the_tensors():
     add = next(c for c in CONFIGS if c[0] == "elementwise_add")
     printed = print_cuda(build_block_program(lower(make(add).func, H100_SXM)))
     assert [v.name for v in printed.dims] == ["m"] and "const int m_)" in printed.source
+
+
+def test_a_scalar_load_of_shared_memory_outside_a_parallel_loop_is_tc502_at_its_line():
+    from tilecraft.block import AllocateShared, SharedTensor
+    from tilecraft.diagnostics import Span
+    from tilecraft.ir import BufferLoad, LetStmt, Var
+
+    gx = GlobalTensor.create("x", "float32", (16, 32))
+    s = SharedTensor.create("s", "float32", (16, 32))
+    v = Var.create("v", "float32")
+    line = here() + 1
+    let = LetStmt(v, BufferLoad.create(s.buffer, (0, 0)), span=Span(__file__, line, 0))
+    body = [AllocateShared.create(s), let]
+    with pytest.raises(TilecraftError) as e:
+        print_cuda(BlockProgram.create("p", (gx,), (1,), 128, body))
+    assert e.value.code == "TC502" and e.value.span.line == line and "`s`" in str(e.value)

@@ -67,8 +67,15 @@ class BlockPrinter(TransferPrinter, ComputePrinter, ParallelPrinter):
     def load(self, e: BufferLoad) -> str:
         if self.par is not None:
             return self.par_load(e)
-        raise self.refuse(self.current, "a scalar load of a tensor element outside a parallel "
-                          "loop")
+        if e.buffer.scope == "global":  # block-level scalar code: every thread reads the element
+            from .parallel import _Global
+            from .transfer import small
+
+            wide = not small(e.buffer)
+            flat, _ = self.global_flat(_Global(e.buffer), [self.wide_p(i, wide) for i in e.indices])
+            return f"{self.name(e.buffer, e.buffer.name)}[{flat}]"
+        raise self.refuse(self.current, f"a scalar load of the {e.buffer.scope} tensor "
+                          f"`{e.buffer.name}` outside a parallel loop")
 
     def p(self, e) -> str:
         return self.exprs(e)
