@@ -38,15 +38,20 @@ def tilus_matmul(M, N, K):
     return matmul
 
 
-def main(device: str = "cpu") -> None:
-    M, N, K = 128, 16, 64
+def run(factory, label: str, c_dtype, device: str, M=128, N=16, K=64) -> float:
+    """Run `factory(M, N, K)` on random f16 inputs; print and return its relative error."""
     a = torch.randn(M, K, dtype=torch.float16, device=device)
     b = torch.randn(K, N, dtype=torch.float16, device=device)
-    c = torch.empty(M, N, dtype=torch.float16, device=device)
-    tilus_matmul(M, N, K)(a, b, c)
+    c = torch.empty(M, N, dtype=c_dtype, device=device)
+    factory(M, N, K)(a, b, c)
     ref = a.double() @ b.double()
     err = ((c.double() - ref).norm() / ref.norm()).item()
-    print(f"tilus matmul {M}x{N}x{K} on {device}: rel err {err:.2e}")
+    print(f"{label} {M}x{N}x{K} on {device}: rel err {err:.2e}")
+    return err
+
+
+def main(device: str = "cpu") -> None:
+    run(tilus_matmul, "tilus matmul", torch.float16, device)
 
 
 if __name__ == "__main__":

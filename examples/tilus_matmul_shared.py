@@ -10,7 +10,7 @@ import torch
 import tilecraft
 import tilecraft.language as T
 from tilecraft.layout import make_swizzled_layout
-from tilus_matmul import A_TILE, ACC, B_TILE, BK, BM, BN
+from tilus_matmul import A_TILE, ACC, B_TILE, BK, BM, BN, run
 
 
 @tilecraft.jit
@@ -38,14 +38,7 @@ def tilus_matmul_shared(M, N, K):
 
 
 def main(device: str = "cpu") -> None:
-    M, N, K = 128, 16, 64
-    a = torch.randn(M, K, dtype=torch.float16, device=device)
-    b = torch.randn(K, N, dtype=torch.float16, device=device)
-    c = torch.empty(M, N, dtype=torch.float32, device=device)
-    tilus_matmul_shared(M, N, K)(a, b, c)
-    ref = a.double() @ b.double()
-    err = ((c.double() - ref).norm() / ref.norm()).item()
-    print(f"tilus matmul through shared memory {M}x{N}x{K} on {device}: rel err {err:.2e}")
+    run(tilus_matmul_shared, "tilus matmul through shared memory", torch.float32, device)
 
 
 if __name__ == "__main__":

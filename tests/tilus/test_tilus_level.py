@@ -156,3 +156,15 @@ def test_softmax_compiles_with_constant_broadcast_tables():
     pytest.importorskip("cuda.bindings.nvrtc")
     k = tilecraft.jit(arch="sm_90a")(tilus_softmax.factory)(64, 256)
     assert "const int bslot" in k.get_kernel_source() and k.resources.spill_stores == 0
+
+
+def test_a_reduction_of_something_that_is_not_a_register_tensor_is_tc603_at_its_line():
+    with pytest.raises(TilecraftError) as e:
+
+        @T.prim_func
+        def bad(X: T.Tensor((16, 32), "float32")):
+            with T.Kernel(1, threads=128) as bi:
+                s = T.sum(X, dim=1)  # ERR
+                T.store_global(s, X)
+
+    assert e.value.code == "TC603" and "# ERR" in e.value.span.source_line()

@@ -17,7 +17,7 @@ from tilecraft import dtypes as dt
 from tilecraft.diagnostics import Span, TilecraftError
 from tilecraft.ir import BinOp, Call, Const, Expr, Var, as_expr, cast
 
-from .instructions import Instruction
+from .instructions import Instruction, SrcOut
 from .tensors import RegisterTensor, user_span
 
 BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
@@ -93,7 +93,7 @@ class BinaryOp(Instruction):
 
 
 @dataclass(frozen=True)
-class UnaryOp(Instruction):
+class UnaryOp(SrcOut):
     """`out = op(src)` element-wise: neg, abs, exp, exp2, log, sqrt, rsqrt, tanh, sigmoid, ..."""
 
     op: str
@@ -115,28 +115,9 @@ class UnaryOp(Instruction):
     def name(self) -> str:
         return self.op
 
-    def reads(self):
-        return (self.src,)
-
-    def writes(self):
-        return (self.out,)
-
-
-class _SrcOut(Instruction):
-    """An instruction that reads register `src` and writes register `out`."""
-
-    src: RegisterTensor
-    out: RegisterTensor
-
-    def reads(self):
-        return (self.src,)
-
-    def writes(self):
-        return (self.out,)
-
 
 @dataclass(frozen=True)
-class Cast(_SrcOut):
+class Cast(SrcOut):
     """`out = cast(src, dtype)`: convert every element as a GPU store does (the layout is kept:
     `out.layout == src.layout`)."""
 
@@ -145,13 +126,9 @@ class Cast(_SrcOut):
     span: Span | None = field(default=None, compare=False)
     NAME: ClassVar[str] = "cast"
 
-    @classmethod
-    def create(cls, src: RegisterTensor, out: RegisterTensor, span: Span | None = None) -> Cast:
-        return cls(src, out, user_span(span))
-
 
 @dataclass(frozen=True)
-class View(_SrcOut):
+class View(SrcOut):
     """`out = view(src, dtype, layout)`: reinterpret every thread's bits (free on the GPU): both
     layouts span the block's threads and each thread holds the same number of bits; thread t's
     elements, in local order, are one bit string (element i in bits [i*b, (i+1)*b))."""
@@ -160,10 +137,6 @@ class View(_SrcOut):
     out: RegisterTensor
     span: Span | None = field(default=None, compare=False)
     NAME: ClassVar[str] = "view"
-
-    @classmethod
-    def create(cls, src: RegisterTensor, out: RegisterTensor, span: Span | None = None) -> View:
-        return cls(src, out, user_span(span))
 
 
 @dataclass(frozen=True)

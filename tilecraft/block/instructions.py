@@ -100,18 +100,14 @@ class AllocateGlobal(Instruction):
         return (self.out,)
 
 
-@dataclass(frozen=True)
-class ViewGlobal(Instruction):
-    """`out = view_global(src, dtype, shape)`: the same bytes of global memory as another
-    dtype/shape (row-major, equal total bits)."""
+class SrcOut(Instruction):
+    """An instruction that reads `src` and writes `out` (built by `create(src, out)`)."""
 
-    src: GlobalTensor
-    out: GlobalTensor
-    span: Span | None = field(default=None, compare=False)
-    NAME: ClassVar[str] = "view_global"
+    src: Any
+    out: Any
 
     @classmethod
-    def create(cls, src: GlobalTensor, out: GlobalTensor, span: Span | None = None) -> ViewGlobal:
+    def create(cls, src, out, span: Span | None = None):
         return cls(src, out, user_span(span))
 
     def reads(self):
@@ -119,6 +115,17 @@ class ViewGlobal(Instruction):
 
     def writes(self):
         return (self.out,)
+
+
+@dataclass(frozen=True)
+class ViewGlobal(SrcOut):
+    """`out = view_global(src, dtype, shape)`: the same bytes of global memory as another
+    dtype/shape (row-major, equal total bits)."""
+
+    src: GlobalTensor
+    out: GlobalTensor
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "view_global"
 
 
 @dataclass(frozen=True)

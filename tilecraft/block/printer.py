@@ -13,8 +13,8 @@ Register layouts print as their `Fragment` repr (a chain of primitives), shared 
 
 from __future__ import annotations
 
-from tilecraft.ir import Const, For, If, LetStmt, SeqStmt, Stmt, Var, While
-from tilecraft.ir.printer import expr_str
+from tilecraft.ir import Const, For, SeqStmt, Stmt, Var
+from tilecraft.ir.printer import control_lines, expr_str
 from tilecraft.ir.printer import stmt_str as tile_stmt_str
 from tilecraft.layout import SharedLayout, row_major
 
@@ -100,15 +100,9 @@ def _lines(s: Stmt, ind: int) -> list[str]:
             f"{expr_str(s.start)}, {expr_str(s.start + s.extent)}"
         kind = "" if s.kind == "serial" else f"  # {s.kind}"
         return [f"{pad}for {s.var.name} in range({rng}):{kind}"] + _lines(s.body, ind + 1)
-    if isinstance(s, If):
-        out = [f"{pad}if {expr_str(s.cond)}:"] + _lines(s.then_body, ind + 1)
-        if s.else_body is not None:
-            out += [f"{pad}else:"] + _lines(s.else_body, ind + 1)
-        return out
-    if isinstance(s, While):
-        return [f"{pad}while {expr_str(s.cond)}:"] + _lines(s.body, ind + 1)
-    if isinstance(s, LetStmt):
-        return [f"{pad}{s.var.name} = {expr_str(s.value)}"]
+    control = control_lines(s, ind, _lines)
+    if control is not None:
+        return control
     return [pad + ln for ln in tile_stmt_str(s).splitlines()]
 
 

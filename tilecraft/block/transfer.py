@@ -46,6 +46,14 @@ class Tiled(Instruction):
     dims: tuple[int, ...]
     TILE: ClassVar[str] = "out"  # the field holding the tile, and the one holding the whole tensor
     WHOLE: ClassVar[str] = "src"
+    READS: ClassVar[str] = "src"  # the field the instruction reads, and the one it writes
+    WRITES: ClassVar[str] = "out"
+
+    def reads(self):
+        return (getattr(self, self.READS),)
+
+    def writes(self):
+        return (getattr(self, self.WRITES),)
 
     @property
     def tile(self) -> BlockTensor:
@@ -84,12 +92,6 @@ class LoadGlobal(Tiled):
                span: Span | None = None) -> LoadGlobal:
         return _tiled(cls, src, out, out, src, offset, dims, span)
 
-    def reads(self):
-        return (self.src,)
-
-    def writes(self):
-        return (self.out,)
-
 
 @dataclass(frozen=True)
 class LoadShared(Tiled):
@@ -107,12 +109,6 @@ class LoadShared(Tiled):
                span: Span | None = None) -> LoadShared:
         return _tiled(cls, src, out, out, src, offset, dims, span)
 
-    def reads(self):
-        return (self.src,)
-
-    def writes(self):
-        return (self.out,)
-
 
 @dataclass(frozen=True)
 class StoreGlobal(Tiled):
@@ -126,18 +122,13 @@ class StoreGlobal(Tiled):
     span: Span | None = field(default=None, compare=False)
     NAME: ClassVar[str] = "store_global"
     TILE: ClassVar[str] = "src"
+    WRITES: ClassVar[str] = "dst"
     WHOLE: ClassVar[str] = "dst"
 
     @classmethod
     def create(cls, src: RegisterTensor, dst: GlobalTensor, offset: Any = None, dims: Any = None,
                span: Span | None = None) -> StoreGlobal:
         return _tiled(cls, src, dst, src, dst, offset, dims, span)
-
-    def reads(self):
-        return (self.src,)
-
-    def writes(self):
-        return (self.dst,)
 
 
 @dataclass(frozen=True)
@@ -151,18 +142,13 @@ class StoreShared(Tiled):
     span: Span | None = field(default=None, compare=False)
     NAME: ClassVar[str] = "store_shared"
     TILE: ClassVar[str] = "src"
+    WRITES: ClassVar[str] = "dst"
     WHOLE: ClassVar[str] = "dst"
 
     @classmethod
     def create(cls, src: RegisterTensor, dst: SharedTensor, offset: Any = None, dims: Any = None,
                span: Span | None = None) -> StoreShared:
         return _tiled(cls, src, dst, src, dst, offset, dims, span)
-
-    def reads(self):
-        return (self.src,)
-
-    def writes(self):
-        return (self.dst,)
 
 
 @dataclass(frozen=True)
@@ -178,18 +164,13 @@ class CopyAsync(Tiled):
     span: Span | None = field(default=None, compare=False)
     NAME: ClassVar[str] = "copy_async"
     TILE: ClassVar[str] = "dst"
+    WRITES: ClassVar[str] = "dst"
     WHOLE: ClassVar[str] = "src"
 
     @classmethod
     def create(cls, dst: SharedTensor, src: GlobalTensor, offset: Any = None, dims: Any = None,
                span: Span | None = None) -> CopyAsync:
         return _tiled(cls, dst, src, dst, src, offset, dims, span)
-
-    def reads(self):
-        return (self.src,)
-
-    def writes(self):
-        return (self.dst,)
 
 
 @dataclass(frozen=True)

@@ -154,16 +154,7 @@ class _Loop:
     def branch(self, s: If) -> None:
         vm = self.vm
         cond = np.broadcast_to(np.asarray(vm.ev.eval(s.cond), dtype=bool), self.thread.shape)
-        saved = vm.mask
-        outer = saved if saved is not None else np.True_
-        try:
-            vm.mask = outer & cond
-            self.exec(s.then_body)
-            if s.else_body is not None:
-                vm.mask = outer & ~cond
-                self.exec(s.else_body)
-        finally:
-            vm.mask = saved
+        vm.masked_branch(cond, s, self.exec)
 
     def loop(self, s: For) -> None:
         vm = self.vm

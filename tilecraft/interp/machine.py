@@ -145,15 +145,19 @@ class Machine:
             if body is not None:
                 self.exec(body)
             return
-        cond = np.asarray(cond, dtype=bool)
+        self.masked_branch(np.asarray(cond, dtype=bool), s, self.exec)
+
+    def masked_branch(self, cond: np.ndarray, s: If, run) -> None:
+        """`s`'s branches, each element running the one its `cond` picks (`run` executes a
+        branch under the narrowed mask)."""
         saved = self.mask
         outer = saved if saved is not None else np.True_
         try:
             self.mask = outer & cond
-            self.exec(s.then_body)
+            run(s.then_body)
             if s.else_body is not None:
                 self.mask = outer & ~cond
-                self.exec(s.else_body)
+                run(s.else_body)
         finally:
             self.mask = saved
 

@@ -4,10 +4,32 @@ from __future__ import annotations
 
 from .buffer import BufferRegion
 from .expr import BinOp, BufferLoad, Call, Cast, Compare, Const, Expr, Not, Select, Var
-from .stmt import (Allocate, Break, BufferStore, Evaluate, For, If, KernelLaunch, LetStmt,
-                   ParallelLoop, SeqStmt, Stmt, While)
-from .tileops import (AnnotateLayout, Atomic, Copy, CumSum, DeviceAssert, Fill, Gemm, Print,
-                      Reduce, UseSwizzle)
+from .stmt import (
+    Allocate,
+    Break,
+    BufferStore,
+    Evaluate,
+    For,
+    If,
+    KernelLaunch,
+    LetStmt,
+    ParallelLoop,
+    SeqStmt,
+    Stmt,
+    While,
+)
+from .tileops import (
+    AnnotateLayout,
+    Atomic,
+    Copy,
+    CumSum,
+    DeviceAssert,
+    Fill,
+    Gemm,
+    Print,
+    Reduce,
+    UseSwizzle,
+)
 
 _PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "|": 5, "^": 6,
          "&": 7, "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10}
@@ -88,6 +110,22 @@ def _tileop(s) -> str:
     return type(s).__name__
 
 
+def control_lines(s: Stmt, ind: int, lines) -> list[str] | None:
+    """`if`/`while`/let statements as script lines, nested statements printed by `lines`
+    (shared by this printer and the block-program printer); None for other statements."""
+    pad = "    " * ind
+    if isinstance(s, If):
+        out = [f"{pad}if {expr_str(s.cond)}:"] + lines(s.then_body, ind + 1)
+        if s.else_body is not None:
+            out += [f"{pad}else:"] + lines(s.else_body, ind + 1)
+        return out
+    if isinstance(s, While):
+        return [f"{pad}while {expr_str(s.cond)}:"] + lines(s.body, ind + 1)
+    if isinstance(s, LetStmt):
+        return [f"{pad}{s.var.name} = {expr_str(s.value)}"]
+    return None
+
+
 def _lines(s: Stmt, ind: int) -> list[str]:
     pad = "    " * ind
     if isinstance(s, SeqStmt):
@@ -109,15 +147,9 @@ def _lines(s: Stmt, ind: int) -> list[str]:
         names = ", ".join(v.name for v in s.vars)
         ext = ", ".join(expr_str(e) for e in s.extents)
         return [f"{pad}for {names} in T.Parallel({ext}):"] + _lines(s.body, ind + 1)
-    if isinstance(s, If):
-        out = [f"{pad}if {expr_str(s.cond)}:"] + _lines(s.then_body, ind + 1)
-        if s.else_body is not None:
-            out += [f"{pad}else:"] + _lines(s.else_body, ind + 1)
-        return out
-    if isinstance(s, While):
-        return [f"{pad}while {expr_str(s.cond)}:"] + _lines(s.body, ind + 1)
-    if isinstance(s, LetStmt):
-        return [f"{pad}{s.var.name} = {expr_str(s.value)}"]
+    control = control_lines(s, ind, _lines)
+    if control is not None:
+        return control
     if isinstance(s, Allocate):
         b = s.buffer
         fn = {"shared": "alloc_shared", "fragment": "alloc_fragment", "local": "alloc_local",

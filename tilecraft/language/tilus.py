@@ -181,6 +181,7 @@ def binary(op: str, a: Any, b: Any) -> RegisterTensor:
 
 
 def unary(op: str, x: RegisterTensor) -> RegisterTensor:
+    """`op(x)` element-wise (neg, abs, exp, ...): a new register tensor with x's layout."""
     out = _register(result_dtype(op, (x,)), x.layout, op)
     in_kernel(f"T.{op}").emit(UnaryOp.create(op, x, out, span=current_span()))
     return out
@@ -226,26 +227,37 @@ def amin(x: RegisterTensor, dim: int, keepdim: bool = False) -> RegisterTensor:
 
 
 def add(a, b):
+    """`a + b` element-wise on register tensors (or a register tensor and a scalar); a new register
+    tensor with the operands' layout (a same-rank operand with extents 1 broadcasts)."""
     return binary("+", a, b)
 
 
 def sub(a, b):
+    """`a - b` element-wise on register tensors (or a register tensor and a scalar); a new register
+    tensor with the operands' layout (a same-rank operand with extents 1 broadcasts)."""
     return binary("-", a, b)
 
 
 def mul(a, b):
+    """`a * b` element-wise on register tensors (or a register tensor and a scalar); a new register
+    tensor with the operands' layout (a same-rank operand with extents 1 broadcasts)."""
     return binary("*", a, b)
 
 
 def div(a, b):
+    """`a / b` element-wise on register tensors (or a register tensor and a scalar); a new register
+    tensor with the operands' layout (a same-rank operand with extents 1 broadcasts)."""
     return binary("/", a, b)
 
 
 def mod(a, b):
+    """`a % b` element-wise on register tensors (or a register tensor and a scalar); a new register
+    tensor with the operands' layout (a same-rank operand with extents 1 broadcasts)."""
     return binary("%", a, b)
 
 
 def neg(x):
+    """`-x` element-wise on a register tensor."""
     return unary("neg", x)
 
 
