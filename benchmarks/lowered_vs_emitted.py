@@ -1,7 +1,7 @@
 """The two CUDA paths side by side on the H100, one process: a kernel printed by the CUDA
 emitters from the Tile IR (today's path) and the same kernel lowered to block instructions and
-printed by codegen/block_cuda (the middle-IR path that will replace it; no pipelining, ldmatrix
-or vector loads yet). Correctness first (max relative difference), then median times.
+printed by codegen/block_cuda (the middle-IR path that will replace it). Correctness first (max
+relative difference), then median times.
 
 Usage: PYTHONPATH=$PWD python3 benchmarks/lowered_vs_emitted.py
 """
@@ -14,6 +14,7 @@ import torch
 from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from flash_attention import flash_attention  # noqa: E402
 from gemm import matmul  # noqa: E402
 from rmsnorm_silu import rmsnorm_silu  # noqa: E402
 from softmax import softmax  # noqa: E402
@@ -21,11 +22,13 @@ from softmax import softmax  # noqa: E402
 from tilecraft.codegen.block_cuda import build_block_kernel  # noqa: E402
 from tilecraft.codegen.cuda.build import build_cuda_kernel  # noqa: E402
 from tilecraft.passes import lower  # noqa: E402
-from tilecraft.passes.lower_tile_ops import build_block_program  # noqa: E402
+from tilecraft.passes.lower_tile_ops import lowered_program  # noqa: E402
 from tilecraft.targets import H100_SXM  # noqa: E402
 
 CASES = [("gemm 4096^3 (128x256x64, 3 stages)",
           lambda: matmul(4096, 4096, 4096, 128, 256, 64, num_stages=3, threads=256)),
+         ("gemm 4096^3 (128x128x32, 3 stages)", lambda: matmul(4096, 4096, 4096)),
+         ("attention b8 h32 s4096 d128", lambda: flash_attention(8, 32, 4096, 128, False)),
          ("softmax 16384x4096", lambda: softmax(16384, 4096)),
          ("rmsnorm+silu 16384x4096", lambda: rmsnorm_silu(16384, 4096))]
 
@@ -39,7 +42,7 @@ def main() -> None:
             shape = [int(d) for d in p.shape]
             args.append(torch.randn(shape, device="cuda").to(getattr(torch, p.dtype.name)))
         emitted = build_cuda_kernel(func, "sm_90a")
-        lowered = build_block_kernel(build_block_program(lower(func, H100_SXM)))
+        lowered = build_block_kernel(lowered_program(lower(func, H100_SXM)))
         out_e = [a.clone() for a in args]
         out_l = [a.clone() for a in args]
         emitted(*out_e)

@@ -160,14 +160,18 @@ class JITKernel:
                 "TILECRAFT_INTERPRET=1) until the CUDA backend lands",
             ) from None
         from tilecraft.args import written_params
-        from tilecraft.runtime import ArgChecker, RuntimeKernel
-
         from tilecraft.options import CompileOptions
+        from tilecraft.runtime import ArgChecker, RuntimeKernel
 
         func = self.func
         options = CompileOptions.from_env(self.arch)
         program = self._block_program()
-        if program is not None:  # the Tilus level: the block program's printer
+        if program is None and options.block_printer:  # the Tile IR through the middle IR
+            from tilecraft.passes import lower
+            from tilecraft.passes.lower_tile_ops import lowered_program
+
+            program = lowered_program(lower(func, options))
+        if program is not None:  # a block program (the Tilus level): the block printer
             from tilecraft.codegen.block_cuda import build_block_kernel
 
             cuda = build_block_kernel(program, options.target.arch)

@@ -11,8 +11,11 @@ without it.
 The environment variables (each "0" turns its switch off): TILECRAFT_WGMMA (wgmma on sm_90a;
 else mma.sync), TILECRAFT_WGMMA_PIPE (wgmma groups left running across mainloop iterations),
 TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async), TILECRAFT_TMA_EMPTY (per-stage
-mbarriers free the stages of a TMA + wgmma mainloop; else a CTA barrier); TILECRAFT_ARCH (the
-arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after each pass).
+mbarriers free the stages of a TMA + wgmma mainloop; else a CTA barrier); TILECRAFT_BLOCK_PRINTER
+("1" turns it on: Tile IR kernels are printed from their lowered block program by
+codegen/block_cuda, the middle-IR path that replaces the emitters; a kernel lowering cannot
+express is refused at its line); TILECRAFT_ARCH (the arch when none is given) and
+TILECRAFT_DUMP_IR (a directory: the IR after each pass).
 """
 
 from __future__ import annotations
@@ -31,21 +34,25 @@ def switches_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ..
     """The environment's code-generation switches as they stand (a cheap part of in-memory keys:
     a kernel built before `TILECRAFT_TMA=0` was set is not reused after)."""
     env = os.environ if environ is None else environ
-    return tuple(env.get(var, "1") for var in _SWITCHES.values())
+    return (*(env.get(var, "1") for var in _SWITCHES.values()),
+            env.get("TILECRAFT_BLOCK_PRINTER", "0"))
 
 
 class CompileOptions(Frozen):
     """The target and the code-generation switches of one build (see the module doc)."""
 
-    __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "tma_empty_barriers", "dump_ir")
+    __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "tma_empty_barriers",
+                 "block_printer", "dump_ir")
 
     def __init__(self, target: Target, *, wgmma: bool = True, wgmma_pipeline: bool = True,
-                 tma: bool = True, tma_empty_barriers: bool = True, dump_ir: str | None = None):
+                 tma: bool = True, tma_empty_barriers: bool = True, block_printer: bool = False,
+                 dump_ir: str | None = None):
         _set(self, "target", target)
         _set(self, "wgmma", wgmma)
         _set(self, "wgmma_pipeline", wgmma_pipeline)
         _set(self, "tma", tma)
         _set(self, "tma_empty_barriers", tma_empty_barriers)
+        _set(self, "block_printer", block_printer)
         _set(self, "dump_ir", dump_ir)
 
     @classmethod
@@ -62,8 +69,10 @@ class CompileOptions(Frozen):
         target = target_from_arch(arch) if arch else current_target(environ=env)
         off = {name: env.get(var, "1") == "0" for name, var in _SWITCHES.items()}
         return cls(target, **{name: not o for name, o in off.items()},
+                   block_printer=env.get("TILECRAFT_BLOCK_PRINTER", "0") == "1",
                    dump_ir=env.get("TILECRAFT_DUMP_IR") or None)
 
     def key(self) -> tuple[str, ...]:
         """What the generated code depends on (the dump directory does not change it)."""
-        return (repr(self.target), *(f"{n}={getattr(self, n)}" for n in _SWITCHES))
+        return (repr(self.target), *(f"{n}={getattr(self, n)}" for n in _SWITCHES),
+                f"block_printer={self.block_printer}")

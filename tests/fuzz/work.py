@@ -121,7 +121,7 @@ def _lowered(out: Outcome, prog, func, inputs: dict, interp_out: dict) -> None:
     differ, TC607; ...) is a mismatch: the layouts the CUDA printer relies on are wrong."""
     from tilecraft.diagnostics import TilecraftError
     from tilecraft.passes import lower
-    from tilecraft.passes.lower_tile_ops import build_block_program
+    from tilecraft.passes.lower_tile_ops import lowered_program
     from tilecraft.targets import H100_SXM
 
     try:
@@ -129,7 +129,7 @@ def _lowered(out: Outcome, prog, func, inputs: dict, interp_out: dict) -> None:
     except TilecraftError:
         return  # refused by the compiler (its codegen stages count it)
     try:
-        program = build_block_program(state)
+        program = lowered_program(state)
         args = _args(prog, inputs)
         program.run(*args)
     except TilecraftError as e:

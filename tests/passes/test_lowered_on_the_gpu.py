@@ -12,7 +12,7 @@ import pytest
 from tilecraft.codegen.block_cuda import print_cuda
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.passes import lower
-from tilecraft.passes.lower_tile_ops import build_block_program
+from tilecraft.passes.lower_tile_ops import lowered_program
 from tilecraft.targets import H100_SXM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
@@ -23,7 +23,7 @@ SPILL = {"gemm_relu", "flash_attention", "flash_attention_causal"}  # SIMT stagi
 
 
 def _program(cfg):
-    return build_block_program(lower(make(cfg).func, H100_SXM))
+    return lowered_program(lower(make(cfg).func, H100_SXM))
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=[c[0] for c in CONFIGS])

@@ -22,6 +22,7 @@ from .compute import (
                       elementwise_expr,
                       result_dtype,
 )
+from .dot_shared import DotShared, DotWaitGroup
 from .instructions import (
                       AllocateGlobal,
                       AllocateRegister,
@@ -32,6 +33,7 @@ from .instructions import (
                       Synchronize,
                       ViewGlobal,
 )
+from .mbarrier import CopyAsyncBulk, MbarrierExpect, MbarrierInit, MbarrierWait
 from .parallel import AtomicGlobal, CumSumRegister, ParallelCompute
 from .printer import instruction_str, program_str
 from .program import BlockProgram
@@ -42,6 +44,7 @@ from .transfer import (
                       CopyAsyncWaitGroup,
                       LoadGlobal,
                       LoadShared,
+                      SharedSlice,
                       StoreGlobal,
                       StoreShared,
 )
@@ -51,9 +54,10 @@ from .vm import run
 __all__ = [
     "BINARY_OPS", "REDUCE_KINDS", "UNARY_OPS", "AllocateGlobal", "AllocateRegister",
     "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "BlockTensor", "Cast",
-    "CopyAsync", "CopyAsyncCommitGroup", "CopyAsyncWaitGroup", "CumSumRegister", "Dot", "Exit",
-    "Fill", "GlobalTensor", "Instruction", "LoadGlobal", "LoadShared", "ParallelCompute", "Print",
-    "ReduceRegister", "RegisterTensor", "SharedTensor", "StoreGlobal", "StoreShared",
-    "Synchronize", "UnaryOp", "View", "ViewGlobal", "elementwise_expr", "instruction_str",
-    "program_str", "result_dtype", "run", "verify",
+    "CopyAsync", "CopyAsyncBulk", "CopyAsyncCommitGroup", "CopyAsyncWaitGroup", "CumSumRegister",
+    "Dot", "DotShared", "DotWaitGroup", "Exit", "Fill", "GlobalTensor", "Instruction",
+    "LoadGlobal", "LoadShared", "MbarrierExpect", "MbarrierInit", "MbarrierWait",
+    "ParallelCompute", "Print", "ReduceRegister", "RegisterTensor", "SharedSlice", "SharedTensor",
+    "StoreGlobal", "StoreShared", "Synchronize", "UnaryOp", "View", "ViewGlobal",
+    "elementwise_expr", "instruction_str", "program_str", "result_dtype", "run", "verify",
 ]

@@ -9,10 +9,17 @@ pass adds them, conservatively, by the tensors' scopes:
 - in a sequence, before an instruction that reads a shared tensor written since the last
   barrier, or writes one written or read since then (tensors do not overlap: the printer gives
   each its own bytes);
-- at the end of a loop body that touches shared memory (the next iteration's accesses come
-  after this iteration's), and the loop leaves the state "accessed";
-- an `if` merges what its branches did; `copy_async_wait_group` counts as a write of every
-  shared tensor (the copies land then); an existing `synchronize` resets the state.
+- at the end of a loop body whose accesses since its last barrier meet those of the body's
+  start, before its first barrier (the next iteration's come after this iteration's);
+- an `if` merges what its branches did; an existing `synchronize` resets the state;
+- a `copy_async` must come after earlier reads of its destination (a write when issued), and
+  its data lands at `copy_async_wait_group`, which writes the destinations of the copies
+  issued before it (so what reads them waits for a barrier after the wait); a
+  `copy_async_bulk` lands for each thread at its `mbarrier_wait` (no barrier needed after it);
+  `mbarrier_init` writes the barriers the other mbarrier instructions read.
+
+The slices of one tensor (`shared_slice`: the stages of a pipelined tile) are distinct tensors
+here; passes/pipeline_copies.py, which makes them, orders the reuse of a stage itself.
 
     store_shared(t, s)            store_shared(t, s)
     x = load_shared(s, ...)  ->   synchronize()
@@ -23,24 +30,27 @@ from __future__ import annotations
 
 import dataclasses
 
-from tilecraft.ir import For, If, SeqStmt, Stmt, While
+from tilecraft.ir import Break, For, If, SeqStmt, Stmt, While
 from tilecraft.ir.visitor import walk
 
 from .instructions import AllocateRegister, AllocateShared, Instruction, Synchronize
+from .mbarrier import CopyAsyncBulk
 from .program import BlockProgram
 from .tensors import SharedTensor
-from .transfer import CopyAsyncWaitGroup
+from .transfer import CopyAsync, CopyAsyncWaitGroup, SharedSlice
 
 
 @dataclasses.dataclass
 class _State:
-    """Shared tensors written / read since the last barrier ("*": any, after a wait)."""
+    """Shared tensors written / read since the last barrier ("*": any), and the destinations of
+    copy_async issued and maybe not landed (a barrier does not land them; a wait does)."""
 
     wrote: set = dataclasses.field(default_factory=set)
     read: set = dataclasses.field(default_factory=set)
+    pending: set = dataclasses.field(default_factory=set)
 
     def copy(self) -> _State:
-        return _State(set(self.wrote), set(self.read))
+        return _State(set(self.wrote), set(self.read), set(self.pending))
 
     def clear(self) -> None:
         self.wrote.clear()
@@ -55,64 +65,102 @@ class _State:
 
 def insert_barriers(program: BlockProgram) -> BlockProgram:
     """`program` with the barriers the GPU needs to mean what the block VM computes."""
-    body = _seq(program.body, _State())
+    landing = frozenset(s.dst for s in walk(program.body) if isinstance(s, CopyAsync))
+    body = _Barriers(landing).seq(program.body, _State())
     return dataclasses.replace(program, body=body)
-
-
-def _access(s: Stmt) -> tuple[set, set]:
-    """(shared tensors read, shared tensors written) by an instruction."""
-    if isinstance(s, CopyAsyncWaitGroup):
-        return set(), {"*"}  # the copies land now
-    if not isinstance(s, Instruction) or isinstance(s, (AllocateShared, AllocateRegister)):
-        return set(), set()
-    reads = {t for t in s.reads() if isinstance(t, SharedTensor)}
-    writes = {t for t in s.writes() if isinstance(t, SharedTensor)}
-    return reads, writes
-
-
-def _touches_shared(s: Stmt) -> bool:
-    return any(a or b for a, b in (_access(x) for x in walk(s)))
-
-
-def _seq(s: Stmt, st: _State) -> Stmt:
-    stmts = s.stmts if isinstance(s, SeqStmt) else (s,)
-    out: list[Stmt] = []
-    for x in stmts:
-        out.extend(_stmt(x, st))
-    return SeqStmt.create(out) if len(out) != 1 else out[0]
 
 
 def _barrier(span) -> Synchronize:
     return Synchronize.create(span=span)
 
 
-def _stmt(x: Stmt, st: _State) -> list[Stmt]:
-    if isinstance(x, Synchronize):
-        st.clear()
-        return [x]
-    if isinstance(x, (For, While)):
+class _Barriers:
+    def __init__(self, landing: frozenset):
+        self.landing = landing  # the program's copy_async destinations
+
+    def access(self, s: Stmt) -> tuple[set, set]:
+        """(shared tensors read, shared tensors written) by an instruction."""
+        if isinstance(s, CopyAsyncWaitGroup):
+            return set(), set(self.landing)  # the copies land now
+        if not isinstance(s, Instruction) or isinstance(
+                s, (AllocateShared, AllocateRegister, SharedSlice)):
+            return set(), set()
+        reads = {t for t in s.reads() if isinstance(t, SharedTensor)}
+        writes = {t for t in s.writes() if isinstance(t, SharedTensor)}
+        return reads, writes
+
+    def touches_shared(self, s: Stmt) -> bool:
+        return any(a or b for a, b in (self.access(x) for x in walk(s)))
+
+    def head(self, body: Stmt) -> tuple[set, set]:
+        """(reads, writes) of a loop body before its first top-level barrier."""
+        reads: set = set()
+        writes: set = set()
+        for x in (body.stmts if isinstance(body, SeqStmt) else (body,)):
+            if isinstance(x, Synchronize):
+                break
+            for y in walk(x):
+                r, w = self.access(y)
+                reads |= r
+                writes |= w
+        return reads, writes
+
+    def seq(self, s: Stmt, st: _State) -> Stmt:
+        stmts = s.stmts if isinstance(s, SeqStmt) else (s,)
+        out: list[Stmt] = []
+        for x in stmts:
+            out.extend(self.stmt(x, st))
+        return SeqStmt.create(out) if len(out) != 1 else out[0]
+
+    def stmt(self, x: Stmt, st: _State) -> list[Stmt]:
+        if isinstance(x, Synchronize):
+            st.clear()
+            return [x]
+        if isinstance(x, (For, While)):
+            return self.loop(x, st)
+        if isinstance(x, If):
+            a, b = st.copy(), st.copy()
+            then = self.seq(x.then_body, a)
+            other = self.seq(x.else_body, b) if x.else_body is not None else None
+            st.wrote, st.read = a.wrote | b.wrote, a.read | b.read
+            st.pending = a.pending | b.pending
+            return [dataclasses.replace(x, then_body=then, else_body=other)]
+        if isinstance(x, SeqStmt):
+            return [self.seq(x, st)]
+        if isinstance(x, CopyAsyncWaitGroup):  # the copies land (ordered when issued)
+            st.wrote |= st.pending
+            if x.n == 0:
+                st.pending.clear()
+            return [x]
+        reads, writes = self.access(x)
+        out = []
+        if st.conflicts(reads, writes):
+            out.append(_barrier(x.span))
+            st.clear()
+        if isinstance(x, CopyAsync):
+            st.pending.add(x.dst)  # written when it lands
+        elif isinstance(x, CopyAsyncBulk):
+            st.read |= reads  # (its barrier) lands for the threads that wait on the barrier
+        else:
+            st.read |= reads
+            st.wrote |= writes
+        return out + [x]
+
+    def loop(self, x: For | While, st: _State) -> list[Stmt]:
+        if not self.touches_shared(x.body):
+            return [x]
         pre = []
-        if _touches_shared(x.body) and (st.wrote or st.read):
+        if st.wrote or st.read:
             pre = [_barrier(x.span)]  # the first iteration's accesses after what came before
             st.clear()
-        body = _seq(x.body, _State())
-        if _touches_shared(x.body):
-            body = SeqStmt.create([body, _barrier(x.span)])  # the next iteration's come after
-            st.clear()
+        end = _State(pending=set(self.landing))  # (copies of earlier iterations)
+        body = self.seq(x.body, end)
+        if end.conflicts(*self.head(body)):  # the next iteration's accesses come after
+            return pre + [dataclasses.replace(x, body=SeqStmt.create([body, _barrier(x.span)]))]
+        if any(isinstance(y, Break) for y in walk(body)):
+            st.wrote.add("*")  # it may leave anywhere in the body
+            st.read.add("*")
+        st.read |= end.read  # (or run zero times: the state before, cleared)
+        st.wrote |= end.wrote
+        st.pending |= end.pending
         return pre + [dataclasses.replace(x, body=body)]
-    if isinstance(x, If):
-        a, b = st.copy(), st.copy()
-        then = _seq(x.then_body, a)
-        other = _seq(x.else_body, b) if x.else_body is not None else None
-        st.wrote, st.read = a.wrote | b.wrote, a.read | b.read
-        return [dataclasses.replace(x, then_body=then, else_body=other)]
-    if isinstance(x, SeqStmt):
-        return [_seq(x, st)]
-    reads, writes = _access(x)
-    out = []
-    if st.conflicts(reads, writes):
-        out.append(_barrier(x.span))
-        st.clear()
-    st.read |= reads
-    st.wrote |= writes
-    return out + [x]

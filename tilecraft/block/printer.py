@@ -65,6 +65,9 @@ def instruction_str(s: bi.Instruction) -> str:
         return f"{s.NAME}({s.src.name}, {s.dst.name}, {_offset(s)})"
     if isinstance(s, tr.CopyAsync):
         return f"copy_async({s.dst.name}, {s.src.name}, {_offset(s)})"
+    if isinstance(s, tr.SharedSlice):
+        lead = ", ".join(expr_str(o) for o in s.offset[: s.src.ndim - s.out.ndim])
+        return f"{s.out.name} = shared_slice({s.src.name}, [{lead}])"
     if isinstance(s, tr.CopyAsyncWaitGroup):
         return f"copy_async_wait_group({s.n})"
     if isinstance(s, BinaryOp):

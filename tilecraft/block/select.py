@@ -64,12 +64,19 @@ class VectorPlan:
 @dataclass(frozen=True)
 class FromSharedPlan:
     """A dot on mma.sync whose operands come straight from `load_shared` instructions just
-    before it: each step loads only the A and B register blocks it multiplies (what ldmatrix per
-    mma does), instead of whole operand tiles in registers. The loads and the operands'
-    allocations are `Fused` (not printed on their own)."""
+    before it (a transposed operand through a `view` of the loaded tile): per k step, each
+    operand register block that step needs is loaded once (ldmatrix where it delivers the
+    layout's registers, else element by element: block/ldmatrix.py), then the step's mmas
+    run; the loads run `ahead` k steps before the mmas that use them (register double
+    buffering). The loads, views and the operands' allocations are `Fused` (not printed on
+    their own)."""
 
     mma: MmaPlan
     loads: dict  # operand tensor -> the LoadShared instruction that fills it
+    tiles: dict  # operand tensor -> the tensor that load fills (the operand, or what it views)
+    ksteps: tuple  # ldmatrix.KStep per k step
+    bases: dict  # operand -> the Ldmatrix whose lane address its others are relative to
+    ahead: int = 1
 
 
 @dataclass(frozen=True)
@@ -79,18 +86,28 @@ class Fused:
     into: int  # id of that instruction
 
 
-def select_instructions(program: BlockProgram) -> dict[int, object]:
-    """id(instruction) -> its plan, for the instructions a hardware instruction computes."""
+def select_instructions(program: BlockProgram, target=None) -> dict[int, object]:
+    """id(instruction) -> its plan, for the instructions a hardware instruction computes
+    (`target`, a tilecraft.targets.Target: what it has, e.g. wgmma; None: none of that)."""
     from tilecraft.ir import SeqStmt
     from tilecraft.ir.visitor import walk
+
+    from .dot_shared import DotShared
+    from .mbarrier import CopyAsyncBulk
+    from .select_tma import select_tma
+    from .select_wgmma import select_dot_shared
 
     plans: dict[int, object] = {}
     for s in walk(program.body):
         plan = None
         if isinstance(s, Dot):
             plan = select_dot(s, program.num_threads)
+        elif isinstance(s, DotShared):
+            plan = select_dot_shared(s, program.num_threads, target)
         elif isinstance(s, CopyAsync):
             plan = select_copy_async(s)
+        elif isinstance(s, CopyAsyncBulk):
+            plan = select_tma(s.dst, s.src, s.dims)
         elif isinstance(s, (LoadGlobal, StoreGlobal, LoadShared, StoreShared)):
             plan = select_vector(s)
         if plan is not None:
@@ -102,27 +119,42 @@ def select_instructions(program: BlockProgram) -> dict[int, object]:
 
 
 def _fuse_operand_loads(stmts, plans: dict) -> None:
-    """A dot with an mma plan, preceded (with nothing but allocations, loads and barriers in
-    between: no shared memory changes) by the load_shared of an operand that nothing else
-    reads: the dot loads the operand's blocks itself, step by step."""
+    """A dot with an mma plan, preceded (with nothing but allocations, loads, views and
+    barriers in between: no shared memory changes) by the load_shared of an operand (or of a
+    tile the operand views, same dtype: the same registers) that nothing else reads: the dot
+    loads the operand's blocks itself, k step by k step."""
+    from .compute import View
     from .instructions import AllocateRegister, Synchronize
+    from .ldmatrix import plan_operand_loads
 
     for i, dot in enumerate(stmts):
         if not isinstance(dot, Dot) or not isinstance(plans.get(id(dot)), MmaPlan):
             continue
-        loads = {}
+        loads, views = {}, {}  # operand -> load; viewed tile -> (operand, view)
         for prev in reversed(stmts[:i]):
-            if isinstance(prev, LoadShared) and prev.out in (dot.a, dot.b):
-                loads[prev.out] = prev
-            elif not isinstance(prev, (LoadShared, AllocateRegister, Synchronize)):
+            if isinstance(prev, View) and prev.out in (dot.a, dot.b) \
+                    and prev.src.dtype == prev.out.dtype and prev.out not in loads:
+                views[prev.src] = (prev.out, prev)
+            elif isinstance(prev, LoadShared) and prev.out in (dot.a, dot.b):
+                loads.setdefault(prev.out, prev)
+            elif isinstance(prev, LoadShared) and prev.out in views:
+                loads.setdefault(views[prev.out][0], prev)
+            elif not isinstance(prev, (LoadShared, AllocateRegister, Synchronize, View)):
                 break
-        allocs = {s.out: s for s in stmts[:i]
-                  if isinstance(s, AllocateRegister) and s.out in loads}
-        users = [s for s in stmts if s is not dot and _reads(s) & set(loads)]
-        if not loads or users or len(allocs) != len(loads) or dot.out in loads:
+        tiles = {op: ld.out for op, ld in loads.items()}
+        used = [v for t, (op, v) in views.items() if tiles.get(op) == t]
+        fused = set(tiles) | set(tiles.values())
+        allocs = {s.out: s for s in stmts[:i] if isinstance(s, AllocateRegister) and s.out in fused}
+        users = [s for s in stmts
+                 if s is not dot and not any(s is v for v in used) and _reads(s) & fused]
+        if not loads or users or len(allocs) != len(fused) or dot.out in fused:
             continue
-        plans[id(dot)] = FromSharedPlan(plans[id(dot)], loads)
-        for s in (*loads.values(), *allocs.values()):
+        nt = dot.out.layout.num_threads  # the block's (verified)
+        mma = plans[id(dot)]
+        steps, bases = plan_operand_loads(dot, mma, {op: (loads[op], tiles[op]) for op in loads},
+                                          nt)
+        plans[id(dot)] = FromSharedPlan(mma, loads, tiles, steps, bases)
+        for s in (*loads.values(), *used, *allocs.values()):
             plans[id(s)] = Fused(id(dot))
 
 

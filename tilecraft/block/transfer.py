@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from tilecraft.diagnostics import Span, TilecraftError
 from tilecraft.ir import Expr, as_expr
+from tilecraft.layout import SharedLayout
 
 from .instructions import Instruction
 from .tensors import BlockTensor, GlobalTensor, RegisterTensor, SharedTensor, user_span
@@ -203,3 +204,58 @@ class CopyAsyncWaitGroup(Instruction):
         return cls(n, span)
 
 
+
+
+@dataclass(frozen=True)
+class SharedSlice(Tiled):
+    """`out = shared_slice(src, offset)`: the sub-tensor of shared `src` at `offset` over its
+    last `out.ndim` dimensions, in the same bytes (no data moves). The leading dimensions are
+    indexed by `offset` (each one stride of `src`'s layout apart, a multiple of its swizzle
+    period) and the sliced ones start at 0, so `out`'s layout is `src`'s trailing modes: the
+    stages of a pipelined tile (`stacked` layouts)."""
+
+    out: SharedTensor
+    src: SharedTensor
+    offset: tuple[Expr, ...]
+    dims: tuple[int, ...]
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "shared_slice"
+
+    @classmethod
+    def create(cls, src: SharedTensor, offset: Any, name: str,
+               span: Span | None = None) -> SharedSlice:
+        """The slice of `src` at the leading indices `offset` (one per leading dimension)."""
+        span = user_span(span)
+        lead = tuple(offset) if isinstance(offset, (tuple, list)) else (offset,)
+        k = len(lead)
+        lay = src.layout
+        groups = lay.dim_modes
+        period = lay.swizzle.period if lay.swizzle is not None else 1
+        if not 0 < k < src.ndim or any(len(g) != 1 for g in groups[:k]) or \
+                any(lay.mode_strides[g[0]] % period for g in groups[:k]):
+            raise TilecraftError("TC603", span, instr=cls.NAME,
+                                 detail=f"`{src.name}` ({lay}) cannot be sliced at its first "
+                                 f"{k} dimension(s): each must be one mode whose stride is a "
+                                 "multiple of the swizzle period")
+        first = groups[k][0] if groups[k] else len(lay.mode_shape)
+        sub = SharedLayout.create(lay.shape[k:], lay.mode_shape[first:],
+                                  lay.mode_strides[first:], lay.swizzle)
+        out = SharedTensor.create(name, src.dtype, lay.shape[k:], sub, span=span)
+        return _tiled(cls, out, src, out, src, (*lead, *(0,) * (src.ndim - k)), None, span)
+
+    def reads(self):
+        return ()  # it defines `out`; no element is read or written
+
+    def writes(self):
+        return (self.out,)
+
+    @property
+    def base(self) -> Expr:
+        """The element offset of `out` in `src`."""
+        lay = self.src.layout
+        k = self.src.ndim - self.out.ndim
+        out = None
+        for o, g in zip(self.offset[:k], lay.dim_modes[:k]):
+            term = o * lay.mode_strides[g[0]]
+            out = term if out is None else out + term
+        return out

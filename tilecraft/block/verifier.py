@@ -16,14 +16,24 @@ from tilecraft.ir import For, If, LetStmt, SeqStmt, Stmt, While
 from tilecraft.layout import Fragment, LayoutError, check_view
 
 from .compute import BinaryOp, Cast, Dot, ReduceRegister, UnaryOp, View, result_dtype
+from .dot_shared import DotShared, check_dot_shared
 from .instructions import AllocateGlobal, AllocateRegister, AllocateShared, Instruction, ViewGlobal
+from .mbarrier import CopyAsyncBulk
 from .parallel import AtomicGlobal
 from .program import BlockProgram
 from .tensors import GlobalTensor, RegisterTensor, SharedTensor
-from .transfer import CopyAsync, LoadGlobal, LoadShared, StoreGlobal, StoreShared, Tiled
+from .transfer import (
+    CopyAsync,
+    LoadGlobal,
+    LoadShared,
+    SharedSlice,
+    StoreGlobal,
+    StoreShared,
+    Tiled,
+)
 
-_DEFINES = (AllocateRegister, AllocateShared, AllocateGlobal, ViewGlobal)
-_CHECKS: dict[type, Callable] = {}
+_DEFINES = (AllocateRegister, AllocateShared, AllocateGlobal, ViewGlobal, SharedSlice)
+_CHECKS: dict[type, Callable] = {DotShared: check_dot_shared}
 
 
 def _check(*classes: type):
@@ -64,7 +74,8 @@ def _stmt(program: BlockProgram, s: Stmt, scope: set) -> None:
 
 def _instruction(program: BlockProgram, s: Instruction, scope: set) -> None:
     defined = s.writes() if isinstance(s, _DEFINES) else ()
-    for t in s.reads() + s.writes():
+    used = (s.src,) if isinstance(s, SharedSlice) else ()  # (it reads no element)
+    for t in s.reads() + s.writes() + used:
         if t not in scope and t not in defined:
             raise TilecraftError("TC606", s.span, tensor=t.name)
         if isinstance(t, RegisterTensor):
@@ -98,7 +109,7 @@ def _view_global(s: ViewGlobal) -> None:
                    f"{nb} x {b.dtype.bits} bits")
 
 
-@_check(LoadGlobal, LoadShared, StoreGlobal, StoreShared, CopyAsync, AtomicGlobal)
+@_check(LoadGlobal, LoadShared, StoreGlobal, StoreShared, CopyAsync, AtomicGlobal, CopyAsyncBulk)
 def _tiled(s: Tiled) -> None:
     tile, big = s.tile, s.whole
     if tile.dtype != big.dtype:

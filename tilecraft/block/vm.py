@@ -65,6 +65,8 @@ class PendingCopy:
     positions: np.ndarray  # flat element offsets in the shared tensor
     data: np.ndarray
     span: Span | None
+    store: np.ndarray  # the tensor's elements and pending counts when the copy was issued (a
+    counts: np.ndarray  # shared_slice's name may mean another stage by the time it lands)
 
 
 @dataclass
@@ -78,12 +80,18 @@ class BlockVM(Machine):
     open_group: list[PendingCopy] = field(default_factory=list)
     committed: list[list[PendingCopy]] = field(default_factory=list)
     cache: dict[int, Any] = field(default_factory=dict)  # per-instruction prepared state
+    barriers: dict = field(default_factory=dict)  # mbarrier state (vm_mbarrier.py)
+    dot_groups: list = field(default_factory=list)  # pending dot_shared (vm_dot_shared.py)
 
     def exec(self, s: Stmt) -> None:
         if isinstance(s, Instruction):
             from .vm_ops import run_instruction
 
             with at_span(s.span):
+                if self.dot_groups:
+                    from .vm_dot_shared import check_dot_pending
+
+                    check_dot_pending(self, s)
                 run_instruction(self, s)
             return
         super().exec(s)
@@ -135,15 +143,16 @@ class BlockVM(Machine):
         hit = set(np.asarray(positions).ravel().tolist())
         line = "?"
         for copy in itertools.chain(self.open_group, *self.committed):
-            if copy.tensor == tensor and hit.intersection(copy.positions.ravel().tolist()):
+            if np.shares_memory(copy.counts, counts) and \
+                    hit.intersection(copy.positions.ravel().tolist()):
                 line = copy.span.line if copy.span is not None else "?"
                 break
         raise TilecraftError("TC605", tensor=tensor.name, access=access, line=line)
 
     def complete(self, group: list[PendingCopy]) -> None:
         for copy in group:
-            self.shared(copy.tensor)[copy.positions] = copy.data
-            self.pending[copy.tensor][copy.positions] -= 1
+            copy.store[copy.positions] = copy.data
+            copy.counts[copy.positions] -= 1
 
     def reset_block(self) -> None:
         self.regs.clear()
@@ -151,6 +160,8 @@ class BlockVM(Machine):
         self.pending.clear()
         self.open_group = []
         self.committed = []
+        self.dot_groups = []
+        self.barriers.clear()
 
 
 def _first_difference(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:

@@ -157,7 +157,19 @@ def _copy_async(vm: BlockVM, s: tr.CopyAsync) -> None:
     vm.shared(s.dst)
     vm.check_pending(s.dst, pos, "written by another copy_async")
     vm.pending[s.dst][pos] += 1
-    vm.open_group.append(PendingCopy(s.dst, pos, data, s.span))
+    vm.open_group.append(PendingCopy(s.dst, pos, data, s.span, vm.smem[s.dst], vm.pending[s.dst]))
+
+
+@rule(tr.SharedSlice)
+def _shared_slice(vm: BlockVM, s: tr.SharedSlice) -> None:
+    base = int(vm.ev.scalar(s.base))
+    n = s.out.layout.cosize
+    if base < 0 or base + n > s.src.layout.cosize:
+        raise TilecraftError("TC401", buffer=s.src.name, shape=list(s.src.shape),
+                             detail=f"slice at {[int(vm.ev.scalar(o)) for o in s.offset]} of "
+                             f"block {vm.block_index}")
+    vm.smem[s.out] = vm.shared(s.src)[base:base + n]  # views: the same elements
+    vm.pending[s.out] = vm.pending[s.src][base:base + n]
 
 
 @rule(tr.CopyAsyncCommitGroup)
@@ -292,4 +304,8 @@ def _reduce(vm: BlockVM, s: ReduceRegister) -> None:
     vm.regs[s.out] = vm.to_threads(s.out, result)
 
 
-from . import vm_parallel  # noqa: F401  (registers the rules of parallel.py's instructions)
+from . import (  # noqa: E402  (the modules registering the rules of other instructions)
+    vm_dot_shared,  # noqa: F401  (dot_shared, dot_wait_group)
+    vm_mbarrier,  # noqa: F401  (copy_async_bulk, mbarrier_*)
+    vm_parallel,  # noqa: F401  (parallel.py's instructions)
+)

@@ -155,6 +155,9 @@ _ENTRIES = [
                "a T.Parallel loop runs each element on the thread its layout gives; index a "
                "fragment there with the loop variables so that its layout agrees (layout "
                "inference does this), or copy it through shared memory"),
+    Diagnostic("TC611", "`{tensor}` is {access} while an asynchronous dot_shared (line {line}) "
+               "that {role} it is pending", "wait for it first with dot_wait_group(n), n small "
+               "enough to complete that dot_shared"),
 ]
 
 CATALOG: dict[str, Diagnostic] = {d.code: d for d in _ENTRIES}

@@ -27,6 +27,7 @@ from .shared import (
     Swizzle,
     column_major,
     row_major,
+    stacked,
     strided,
     tile_to_shape,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "replicate",
     "row_major",
     "spatial",
+    "stacked",
     "strided",
     "swizzle_for",
     "tile_to_shape",

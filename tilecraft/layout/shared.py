@@ -210,6 +210,16 @@ def strided(shape: Sequence[int], strides: Sequence[int]) -> SharedLayout:
     return SharedLayout.create(shape, shape, strides)
 
 
+def stacked(layout: SharedLayout, n: int) -> SharedLayout:
+    """`n` copies of `layout` one after another: shape `(n, *layout.shape)`, copy s at
+    `s * stride` with `stride` the cosize rounded up to the swizzle period, so each copy is
+    swizzled exactly as `layout` alone (the pipeline's stages of a shared tile)."""
+    period = layout.swizzle.period if layout.swizzle is not None else 1
+    stride = -(-layout.cosize // period) * period
+    return SharedLayout.create((n, *layout.shape), (n, *layout.mode_shape),
+                               (stride, *layout.mode_strides), layout.swizzle)
+
+
 def tile_to_shape(atom: SharedLayout, shape: Sequence[int], order: str = "row") -> SharedLayout:
     """Repeat `atom` to cover `shape`: atom copies are placed one after another (each `cosize`
     elements), in row-major (`order="row"`) or column-major (`"col"`) order of the atom grid.

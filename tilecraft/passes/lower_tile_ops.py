@@ -63,6 +63,16 @@ def lower_tile_ops(state: KernelState) -> None:
         state.block_program, state.lowering_refusal = None, err
 
 
+def lowered_program(state: KernelState) -> BlockProgram:
+    """The lowered (and pipelined) program of a state the pipeline filled; the refusal raised
+    when the kernel could not be lowered."""
+    if state.block_program is None:
+        if state.lowering_refusal is not None:
+            raise state.lowering_refusal
+        raise RuntimeError("the pipeline did not run lower_tile_ops")
+    return state.block_program
+
+
 def build_block_program(state: KernelState) -> BlockProgram:
     """The kernel as a block program; TC502 at the statement that cannot be lowered yet."""
     cx = LowerContext(state)

@@ -23,6 +23,7 @@ from .context import KernelState
 from .layout_inference import infer_layouts
 from .legalize import legalize
 from .lower_tile_ops import lower_tile_ops
+from .pipeline_copies import pipeline_copies
 from .plan_pipeline import plan_pipeline
 from .plan_shared_memory import plan_shared_memory
 from .schedule_loads import schedule_loads
@@ -49,6 +50,7 @@ PASSES: tuple[Pass, ...] = (
        produces={"smem_plan"}),
     _p("lower_tile_ops", lower_tile_ops, requires={"layouts", "smem_plan"},
        produces={"block_program"}),
+    _p("pipeline_copies", pipeline_copies, requires={"block_program"}, produces={"pipelined"}),
 )
 
 

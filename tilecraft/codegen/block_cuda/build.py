@@ -19,12 +19,13 @@ class BlockKernel:
             LaunchSpec,
             RuntimeKernel,
             ScalarParam,
+            TensorMapParam,
             TensorParam,
             compile_cuda,
         )
 
         self.program = program
-        printed = print_cuda(program)
+        printed = print_cuda(program, arch)
         self.source, name, smem = printed.source, printed.name, printed.smem
         params = []
         for p in program.params:
@@ -35,6 +36,8 @@ class BlockKernel:
                 params.append(TensorParam(p.buffer.name, p.dtype.name, shape,
                                           align=printed.align.get(p.buffer.name, 0)))
         params += [ScalarParam(v.name, "int32", dim=v.name) for v in printed.dims]
+        params += [TensorMapParam(m, tensor, box, swizzle)
+                   for m, (tensor, box, swizzle) in printed.maps.items()]
         grid = [int(g.value) if isinstance(g, Const) else (lambda d, g=g: int(_eval(g, d)))
                 for g in program.grid]
         launch = LaunchSpec(grid=tuple(grid), block=(program.num_threads,), smem=smem)

@@ -1,5 +1,5 @@
 """Computation of block programs as CUDA: element-wise ops with broadcasting, casts, fills,
-dot (mma.sync when selected, else staged through shared memory) and reductions. A mixin of
+dot (mma.sync when selected: mma.py; else staged through shared memory) and reductions. A mixin of
 `BlockPrinter` (printer.py)."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from tilecraft.ir import Var
 
 from ..cuda.cexpr import ctype, zero
 from ..cuda.indexing import frag_coords
+from .mma import MmaPrinter
 
 _COMBINE = {"sum": "{a} + {b}", "abssum": "{a} + {b}", "max": "tc::maximum<{t}>({a}, {b})",
             "absmax": "tc::maximum<{t}>({a}, {b})", "min": "tc::minimum<{t}>({a}, {b})"}
 
 
-class ComputePrinter:
+class ComputePrinter(MmaPrinter):
     def elementwise(self, op: str, operands, out: RegisterTensor, s=None) -> None:
         args = []
         for o in operands:
@@ -96,7 +97,7 @@ class ComputePrinter:
     def _Dot(self, s: Dot) -> None:
         plan = self.plans.get(id(s))
         if type(plan).__name__ == "FromSharedPlan":
-            return self.mma(s, plan.mma, plan.loads)
+            return self.mma_from_shared(s, plan)
         if plan is not None:
             return self.mma(s, plan)
         (m, k), n = (int(x) for x in s.a.shape), int(s.b.shape[1])
@@ -112,39 +113,6 @@ class ComputePrinter:
         self.close()
         self.close()
         del m
-
-    def mma(self, s: Dot, plan, loads: dict | None = None) -> None:
-        """The plan's mma.sync steps on the operands' register blocks (block/select.py); an
-        operand in `loads` is read from shared memory block by block, as each step needs it."""
-        atom = plan.atom
-        na, nb, nc = atom.a.local_size, atom.b.local_size, atom.c.local_size
-        a, b, c, out = (self.tensor(t) for t in (s.a, s.b, s.c, s.out))
-        loads = loads or {}
-        self.w(f"// dot {s.a.buffer.name} @ {s.b.buffer.name}: {len(plan.steps)} x "
-               f"{atom.name} (layout division){', operands from shared memory' if loads else ''}")
-        if out != c:
-            self.per_register(s.out)
-            self.w(f"{out}[li] = {c}[li];")
-            self.close()
-        for lc, la, lb in plan.steps:
-            self.open("")
-            ra = self.operand_block(s.a, loads.get(s.a), la, na, "a_blk")
-            rb = self.operand_block(s.b, loads.get(s.b), lb, nb, "b_blk")
-            self.w(f"{plan.func}(&{out}[{lc * nc}], reinterpret_cast<const tc::u32*>({ra}), "
-                   f"reinterpret_cast<const tc::u32*>({rb}), &{out}[{lc * nc}]);")
-            self.close()
-
-    def operand_block(self, t: RegisterTensor, load, block: int, n: int, name: str) -> str:
-        """A pointer to register block `block` (n registers) of operand `t`: in its own array,
-        or, when `load` (a fused load_shared) fills it, a small array loaded here."""
-        if load is None:
-            return f"&{self.tensor(t)}[{block * n}]"
-        self.w(f"__align__(16) {ctype(t.dtype)} {name}[{n}];")
-        for i in range(n):
-            coords = frag_coords(t.layout, "tid", str(block * n + i))
-            off = self.shared_offset(load, load.src, self.tile_index(load, coords))
-            self.w(f"{name}[{i}] = {self.tensor(load.src)}[{off}];")
-        return name
 
     def _ReduceRegister(self, s: ReduceRegister) -> None:
         if self.reduce_by_shuffles(s):

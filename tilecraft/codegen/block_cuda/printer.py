@@ -31,14 +31,18 @@ from tilecraft.ir.visitor import walk
 from ..cuda.cexpr import ExprPrinter, ctype
 from .compute import ComputePrinter
 from .parallel import ParallelPrinter
+from .tma import TmaPrinter
 from .transfer import TransferPrinter
+from .wgmma import WgmmaPrinter
 
 
-class BlockPrinter(TransferPrinter, ComputePrinter, ParallelPrinter):
+class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, ParallelPrinter):
     def __init__(self, program: BlockProgram, plans: dict | None = None):
         self.program = program
         self.plans = plans or {}  # id(instruction) -> its selection plan (block/select.py)
         self.par = None  # the parallel instruction being printed (parallel.py)
+        self.helpers: dict[str, str] = {}  # device functions printed before the kernel (wgmma)
+        self.tensor_maps: dict[str, tuple] = {}  # TMA map parameters (tma.py)
         self.current = None  # the statement being printed
         self.lines: list[str] = []
         self.depth = 1
@@ -108,12 +112,20 @@ class BlockPrinter(TransferPrinter, ComputePrinter, ParallelPrinter):
             lo, n = const_int(s.start), const_int(s.extent)
             if lo is not None and n is not None and n > 0:
                 self.exprs.ranges[s.var] = (lo, lo + n - 1)  # plain C arithmetic on indices
+            if any(getattr(x, "asynchronous", False) for x in walk(s.body)):
+                # ptxas (NVRTC 13.0, 13.5) was seen to hoist accumulator reads of the code after
+                # an unrolled wgmma mainloop above its final wait
+                self.w("#pragma unroll 1")
             self.open(f"for (int {v} = {start}; {v} < {end}; ++{v})")
             self.stmt(s.body)
             self.close()
         elif isinstance(s, If):
             self.open(f"if ({self.p(s.cond)})")
+            saved = dict(self.exprs.ranges)
+            self.exprs.ranges.update(refined(s.cond, self.exprs.ranges))
             self.stmt(s.then_body)
+            self.exprs.ranges.clear()
+            self.exprs.ranges.update(saved)
             self.close()
             if s.else_body is not None:
                 self.open("else")
@@ -147,7 +159,8 @@ class BlockPrinter(TransferPrinter, ComputePrinter, ParallelPrinter):
 
     def _AllocateShared(self, s: AllocateShared) -> None:
         t = s.out
-        self.smem = -(-self.smem // 128) * 128
+        align = 1024 if t.layout.swizzle is not None else 128  # (TMA and wgmma: whole periods)
+        self.smem = -(-self.smem // align) * align
         self.w(f"{ctype(t.dtype)}* {self.tensor(t)} = reinterpret_cast<{ctype(t.dtype)}*>"
                f"(tc_smem + {self.smem});  // {t.layout}")
         self.smem += t.layout.cosize * t.dtype.bits // 8
@@ -162,11 +175,13 @@ class PrintedKernel(NamedTuple):
     smem: int  # bytes of dynamic shared memory
     align: dict  # tensor name -> bytes its data pointer must be a multiple of
     dims: tuple = ()  # the dynamic dimensions (Vars), passed after the parameters
+    maps: dict = {}  # TMA tensor map parameters, passed last: name -> (tensor, box, swizzle)
 
 
-def print_cuda(program: BlockProgram) -> PrintedKernel:
+def print_cuda(program: BlockProgram, target=None) -> PrintedKernel:
     """The CUDA source, entry name, dynamic shared memory and pointer alignments of `program`
-    (verified first; instructions selected by block/select.py)."""
+    (verified first; instructions selected by block/select.py for `target`, a
+    tilecraft.targets.Target or an arch string: None selects nothing it may lack, e.g. wgmma)."""
     from tilecraft.block.barriers import insert_barriers
     from tilecraft.block.select import CopyAsyncPlan, VectorPlan, select_instructions
 
@@ -174,7 +189,14 @@ def print_cuda(program: BlockProgram) -> PrintedKernel:
 
     program.verify()
     program = insert_barriers(program)  # the GPU's barriers for the VM's block-synchronous steps
-    plans = select_instructions(program)
+    if isinstance(target, str):  # an arch: its reference chip (what it has: wgmma, ...)
+        from tilecraft.targets import target_from_arch
+
+        try:
+            target = target_from_arch(target)
+        except ValueError:  # a chip tilecraft has no reference for: no special instructions
+            target = None
+    plans = select_instructions(program, target)
     pr = BlockPrinter(program, plans)
     pr.w("extern __shared__ __align__(1024) unsigned char tc_smem[];")
     pr.w("const int tid = threadIdx.x;")
@@ -201,8 +223,10 @@ def print_cuda(program: BlockProgram) -> PrintedKernel:
             sig.append(f"{ctype(p.dtype)}* __restrict__ {pr.tensor(p)}")
     dims = dynamic_dims(program)
     sig += [f"const int {pr.var_name(v)}" for v in dims]
+    sig += [f"const __grid_constant__ tc::TensorMap {m}" for m in pr.tensor_maps]
     name = f"{program.name}_kernel"
-    code = (f'extern "C" __global__ void __launch_bounds__({program.num_threads}, 1)\n'
+    code = ("".join(f"{h}\n" for h in pr.helpers.values()) +
+            f'extern "C" __global__ void __launch_bounds__({program.num_threads}, 1)\n'
             f"{name}({', '.join(sig)}) {{\n{body}\n}}\n")
     source = (f"// Generated by tilecraft from the block program `{program.name}`.\n"
               f"{include_lines(code)}\n\n{code}")
@@ -214,7 +238,27 @@ def print_cuda(program: BlockProgram) -> PrintedKernel:
             tensor = next(p for p in program.params if getattr(p, "name", None) == plan.tensor)
             need = plan.width * tensor.dtype.bits // 8
             align[plan.tensor] = max(align.get(plan.tensor, 0), need)
-    return PrintedKernel(source, name, user + pr.scratch, align, dims)
+    return PrintedKernel(source, name, user + pr.scratch, align, dims, dict(pr.tensor_maps))
+
+
+def refined(cond, ranges: dict) -> dict:
+    """Tighter intervals that `cond` proves inside `if (cond)`: for `v + c < n` (and <=) with a
+    constant n, v <= n - 1 - c (the pipeline's `if ko + 2 < n` refills)."""
+    from tilecraft.ir.expr import Compare
+    from tilecraft.ir.simplify import linear_form
+
+    if not isinstance(cond, Compare) or cond.op not in ("<", "<="):
+        return {}
+    rhs = const_int(cond.b)
+    form = linear_form(cond.a)
+    if rhs is None or form is None or len(form[0]) != 1:
+        return {}
+    (v, coeff), = form[0].items()
+    if not isinstance(v, Var) or coeff != 1 or v not in ranges:
+        return {}
+    hi = rhs - form[1] - (1 if cond.op == "<" else 0)
+    lo, old = ranges[v]
+    return {v: (lo, min(old, hi))} if min(old, hi) >= lo else {}
 
 
 def dynamic_dims(program: BlockProgram) -> tuple[Var, ...]:

@@ -13,6 +13,7 @@ from tilecraft.block import (
     LoadGlobal,
     LoadShared,
     RegisterTensor,
+    SharedSlice,
     SharedTensor,
     StoreGlobal,
     StoreShared,
@@ -82,6 +83,8 @@ class TransferPrinter:
         else:
             flat, ok = self.global_flat(mem, idx)
             ptr = f"&{m}[{flat}]"
+            if self.in_bounds(s, reg.shape):
+                ok = None
         regs = f"*reinterpret_cast<tc::Vec<{t}, {v}>*>(&{r}[li])"
         if load and ok is None:
             self.w(f"{regs} = tc::load_vec<{t}, {v}>({ptr});")
@@ -108,8 +111,11 @@ class TransferPrinter:
             return
         self.per_register(out)
         flat, ok = self.global_flat(s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")))
-        self.w(f"{self.tensor(out)}[li] = ({ok}) ? {self.tensor(s.src)}[{flat}] : "
-               f"{zero(ctype(out.dtype))};")
+        if self.in_bounds(s, out.shape):
+            self.w(f"{self.tensor(out)}[li] = {self.tensor(s.src)}[{flat}];")
+        else:
+            self.w(f"{self.tensor(out)}[li] = ({ok}) ? {self.tensor(s.src)}[{flat}] : "
+                   f"{zero(ctype(out.dtype))};")
         self.close()
 
     def _StoreGlobal(self, s: StoreGlobal) -> None:
@@ -118,7 +124,8 @@ class TransferPrinter:
             return
         self.per_register(src)
         flat, ok = self.global_flat(s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")))
-        self.w(f"if ({ok}) {self.tensor(s.dst)}[{flat}] = {self.tensor(src)}[li];")
+        guard = "" if self.in_bounds(s, src.shape) else f"if ({ok}) "
+        self.w(f"{guard}{self.tensor(s.dst)}[{flat}] = {self.tensor(src)}[li];")
         self.close()
 
     def _LoadShared(self, s: LoadShared) -> None:
@@ -170,12 +177,29 @@ class TransferPrinter:
                f"{zero(ctype(dst.dtype))};")
         self.close()
 
+    def in_bounds(self, s, tile_shape) -> bool:
+        """Every element of the tile at `s.offset` lies inside the global tensor (proved from
+        the offsets' intervals: block indices, loop variables, refining `if`s)."""
+        from tilecraft.ir.ranges import bound
+
+        shape = s.src.buffer.shape if s.WHOLE == "src" else s.dst.buffer.shape
+        if not all(isinstance(d, int) for d in shape):
+            return False
+        extent = {d: int(e) for d, e in zip(s.dims, tile_shape)}
+        for d, (o, n) in enumerate(zip(s.offset, shape)):
+            r = bound(o, self.exprs.ranges)
+            if r is None or r[0] < 0 or r[1] + extent.get(d, 1) > n:
+                return False
+        return True
+
     def cp_async(self, s: CopyAsync, plan) -> None:
         """The plan's 16-byte cp.async chunks, spread over the threads (block/select.py)."""
         dst, c = s.dst, plan.chunk
         shape = [int(d) for d in dst.shape]
         per_row = shape[-1] // c
         n, nt = math.prod(shape) // c, self.program.num_threads
+        if self.cp_async_strided(s, plan, shape, n, nt):
+            return
         self.w(f"// copy_async {s.src.buffer.name} -> {dst.buffer.name}: cp.async, {n} chunks "
                f"of 16 bytes")
         self.open(f"for (int e = tid; e < {n}; e += {nt})")
@@ -189,6 +213,59 @@ class TransferPrinter:
                f": (const void*){src}, ok);")
         self.close()
         self.async_copies = True
+
+    def cp_async_strided(self, s: CopyAsync, plan, shape: list[int], n: int, nt: int) -> bool:
+        """Each thread's chunks as constant steps from its first one, when the layouts allow it
+        (every thread's k-th chunk is its first moved by the same tile, shared and global
+        offsets, checked on every thread): one address computation, no per-chunk index math;
+        no bounds test when the tile provably lies inside the tensor. False when they do not."""
+        import numpy as np
+
+        src = s.src.buffer
+        if n % nt or not all(isinstance(d, int) for d in src.shape):
+            return False
+        c, dst = plan.chunk, s.dst
+        grid = shape[:-1] + [shape[-1] // c]
+        e = np.arange(n).reshape(n // nt, nt)
+        coords = list(np.unravel_index(e, grid))
+        coords[-1] = coords[-1] * c
+        offs = np.asarray(dst.layout.offset(*coords))
+        d_tile = [x - x[:1] for x in coords]
+        d_smem = offs - offs[:1]
+        if any((x != x[:, :1]).any() for x in d_tile) or (d_smem != d_smem[:, :1]).any():
+            return False
+        strides = [math.prod(src.shape[d + 1:]) for d in range(len(src.shape))]
+        d_glob = sum(x[:, 0] * strides[d] for x, d in zip(d_tile, s.dims))
+        per_row = grid[-1]
+        first = [f"(tid / {per_row * math.prod(shape[k + 1:-1])}) % {shape[k]}"
+                 for k in range(len(shape) - 1)] + [f"(tid % {per_row}) * {c}"]
+        flat, _ = self.global_flat(s.src, self.tile_index(s, first))
+        size = dst.dtype.bits // 8
+        t = ctype(dst.dtype)
+        safe = self.in_bounds(s, shape)
+        self.w(f"// copy_async {src.name} -> {dst.buffer.name}: cp.async, {n // nt} chunk(s) "
+               f"of 16 bytes per thread{'' if safe else ', bounds-checked'}")
+        self.open("")
+        self.w(f"const {t}* src_t = &{self.tensor(s.src)}[{flat}];")
+        off0 = self.shared_offset(s, dst, first)
+        self.w(f"const tc::u32 dst_t = tc::smem_addr(&{self.tensor(dst)}[{off0}]);")
+        for k in range(n // nt):
+            d_s, d_g = int(d_smem[k, 0]) * size, int(d_glob[k])
+            if safe:
+                self.w(f"tc::cp_async_16(dst_t + {d_s}u, src_t + {d_g});")
+                continue
+            idx = self.tile_index(s, [f"({f}) + {int(x[k, 0])}" for f, x in zip(first, d_tile)])
+            _, ok = self.global_flat(s.src, idx)
+            self.w(f"tc::cp_async_16(dst_t + {d_s}u, ({ok}) ? (const void*)(src_t + {d_g}) : "
+                   f"(const void*){self.tensor(s.src)}, {ok});")
+        self.close()
+        self.async_copies = True
+        return True
+
+    def _SharedSlice(self, s: SharedSlice) -> None:
+        t = ctype(s.out.dtype)
+        self.w(f"{t}* const {self.tensor(s.out)} = {self.tensor(s.src)} + ({self.p(s.base)});  "
+               f"// shared_slice")
 
     def _CopyAsyncCommitGroup(self, s: CopyAsyncCommitGroup) -> None:
         self.w("tc::cp_async_commit();")

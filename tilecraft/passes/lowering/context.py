@@ -65,6 +65,7 @@ class LowerContext:
         self.num_threads = state.num_threads
         self.tensors: dict[Buffer, BlockTensor] = {}
         self._temps = 0
+        self._producers = {id(p) for plan in state.pipelines.values() for p in plan.producers}
 
     # ---- tensors ----------------------------------------------------------------------------
     def define(self, buf: Buffer) -> BlockTensor:
@@ -110,6 +111,14 @@ class LowerContext:
         if not all(isinstance(e, int) for e in r.extents):
             raise not_lowered(span, f"a region of `{r.buffer.name}` with a dynamic extent")
         return tuple(e for e in r.extents if e != 1) or (1,)
+
+    def is_producer(self, op) -> bool:
+        """`op` is a copy a T.Pipelined loop issues stages ahead (plan_pipeline)."""
+        return id(op) in self._producers
+
+    def dims_of(self, r: BufferRegion, shape: tuple[int, ...], span: Span | None):
+        """The dims of region `r` a tile of `shape` covers."""
+        return self._dims(r, shape, span)
 
     def _dims(self, r: BufferRegion, shape: tuple[int, ...], span: Span | None):
         dims = match_dims(tuple(r.extents), tuple(shape))

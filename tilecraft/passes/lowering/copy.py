@@ -9,15 +9,21 @@
     T.copy(acc, acc_f16)               ->  cast(acc, out=acc_f16)      (equal layouts)
 
 Memory -> memory copies go through a register tile in the copy layout (16-byte vectors on
-consecutive threads, `LowerContext.copy_layout`); copies inside T.Pipelined loops lower the same
-way for now (async copies and stages are the pipelining pass's job). A dtype change is a `cast`
+consecutive threads, `LowerContext.copy_layout`). The producers of a T.Pipelined loop (global ->
+whole shared tile, one dtype: plan_pipeline) become asynchronous copies, each complete at once:
+
+    T.copy(A[by * 64, k * 32], A_s)    ->  copy_async(A_s, A, offset=[by * 64, k * 32])
+                                           copy_async_commit_group()
+                                           copy_async_wait_group(0)
+
+and passes/pipeline_copies.py turns the loop into stages. A dtype change is a `cast`
 in registers (moving data never converts). Region starts are the instructions' offsets, and the
 region's non-unit dims the tile's `dims`.
 """
 
 from __future__ import annotations
 
-from tilecraft.block import Cast, Fill
+from tilecraft.block import Cast, CopyAsync, CopyAsyncCommitGroup, CopyAsyncWaitGroup, Fill
 from tilecraft.ir import Copy
 from tilecraft.ir import Fill as TileFill
 
@@ -28,6 +34,13 @@ from .context import LowerContext, not_lowered
 @rule(Copy)
 def lower_copy(cx: LowerContext, op: Copy) -> list:
     src, dst, span = op.src, op.dst, op.span
+    if cx.is_producer(op) and dst.is_full() and src.dtype == dst.dtype:
+        shape = cx.region_tile(src, span)
+        tile = cx.tensor(dst.buffer, span)
+        if tuple(tile.shape) == shape:
+            return [CopyAsync.create(tile, cx.tensor(src.buffer, span), offset=src.starts,
+                                     dims=cx.dims_of(src, shape, span), span=span),
+                    CopyAsyncCommitGroup.create(span=span), CopyAsyncWaitGroup.create(0, span=span)]
     s_reg, d_reg = cx.whole_fragment(src, span), cx.whole_fragment(dst, span)
     if d_reg is not None:
         shape = tuple(d_reg.shape)

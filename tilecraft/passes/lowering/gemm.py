@@ -1,4 +1,5 @@
-"""Lowering of T.gemm: operands into registers in the mma operand layouts, then `dot`.
+"""Lowering of T.gemm: operands into registers in the mma operand layouts, then `dot` (or, on
+wgmma, `dot_shared` on the shared tiles).
 
     T.gemm(A_s, B_s, acc, clear_accum=True)   ->  fill(acc, 0.0)
                                                   A_s_t1 = allocate_register(f16[64, 32], layout=LA)
@@ -16,17 +17,20 @@ divided by the mma atom, `C = qc * mma.c` (mma = m16n8k16):
 so the dot's layouts divide by the atom and selection puts it on mma.sync. (When C is not
 mma-shaped: from the warp grid wm x wn, r copies, of state.gemm_warps,
 `LA = replicate(r) * spatial(wm, 1) * replicate(wn) * local(m/16wm, k/16) * mma.a` and
-`LB = replicate(r) * replicate(wm) * spatial(1, wn) * local(k/16, n/8wn) * mma.b`.) An A already in registers is used as it is. A
+`LB = replicate(r) * replicate(wm) * spatial(1, wn) * local(k/16, n/8wn) * mma.b`.) An A already
+in registers is used as it is. A
 transposed operand (transpose_A/B: the tile is stored [K, M] / [N, K]) is loaded in the
 transposed layout and `view`ed as the operand: each thread's registers are the same, only the
-logical index they mean is transposed (what ldmatrix.trans does). Gemms that run on wgmma lower
-the same way with the warps 4 gm x gn; reading the operands from shared memory by descriptor is
-instruction selection's choice (docs/block_ir.md). `clear_accum` is a `fill(acc, 0)` first.
+logical index they mean is transposed (what ldmatrix.trans does). A gemm that layout inference put
+on wgmma (state.gemm_wgmma) with whole shared operands (A may be a whole fragment) becomes one
+synchronous `dot_shared(A_s, B_s, acc, trans_a=, trans_b=)` instead: no register operands,
+wgmma reads shared memory by descriptor (block/select_wgmma.py). `clear_accum` is a
+`fill(acc, 0)` first.
 """
 
 from __future__ import annotations
 
-from tilecraft.block import Dot, Fill, RegisterTensor, View
+from tilecraft.block import Dot, DotShared, Fill, RegisterTensor, View
 from tilecraft.ir import Gemm
 from tilecraft.layout import Fragment, LayoutError, local, replicate, spatial
 from tilecraft.layout.atoms import MMA_M16N8K16_F16
@@ -120,6 +124,9 @@ def lower_gemm(cx: LowerContext, op: Gemm) -> list:
         raise not_lowered(span, "T.gemm accumulating into memory")
     if op.A.buffer.scope == "fragment" and op.transpose_A:
         raise not_lowered(span, "T.gemm with a transposed A in registers")
+    shared = _dot_shared(cx, op, c, span)
+    if shared is not None:
+        return shared
     m, n, k = op.mnk()
     wm, wn = cx.state.gemm_warps[id(op)]
     r = cx.state.gemm_copies.get(id(op), 1)
@@ -133,4 +140,18 @@ def lower_gemm(cx: LowerContext, op: Gemm) -> list:
     a = _operand(cx, op.A, la, op.transpose_A, span, out)
     b = _operand(cx, op.B, lb, op.transpose_B, span, out)
     out.append(Dot.create(a, b, c, out=c, span=span))
+    return out
+
+
+def _dot_shared(cx: LowerContext, op: Gemm, c: RegisterTensor, span) -> list | None:
+    """A gemm that layout inference put on wgmma (state.gemm_wgmma), on whole shared operands
+    (A may be a whole fragment): `dot_shared` (synchronous), read by descriptor; None otherwise."""
+    if id(op) not in cx.state.gemm_wgmma or op.B.buffer.scope != "shared" or not op.B.is_full():
+        return None
+    if op.A.buffer.scope not in ("shared", "fragment") or not op.A.is_full():
+        return None
+    a, b = cx.tensor(op.A.buffer, span), cx.tensor(op.B.buffer, span)
+    out = [Fill.create(c, 0, span=span)] if op.clear_accum else []
+    out.append(DotShared.create(a, b, c, out=c, trans_a=op.transpose_A, trans_b=op.transpose_B,
+                                span=span))
     return out

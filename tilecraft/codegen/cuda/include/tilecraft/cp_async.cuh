@@ -16,6 +16,12 @@ TC_DEVICE void cp_async_16(u32 smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem), "l"(gmem) : "memory");
 }
 
+// The same, zero-filling the 16 bytes when `pred` is false.
+TC_DEVICE void cp_async_16(u32 smem, const void* gmem, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(smem), "l"(gmem), "r"(pred ? 16 : 0) : "memory");
+}
+
 // 4, 8 or 16 bytes through L1 (.ca); addresses aligned to Bytes.
 template <int Bytes>
 TC_DEVICE void cp_async_ca(void* smem, const void* gmem, bool pred = true) {

@@ -1,0 +1,128 @@
+"""pipeline_copies: a T.Pipelined loop's copies become stages issued ahead on the block program
+(one barrier per iteration, the wgmma mainloop's asynchronous dot on Hopper), the pipelined
+program computes on the VM what the interpreter computes (also with fewer iterations than
+stages, and partial tiles), and what does not qualify keeps its copies complete at once."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilecraft.language as T
+from tilecraft import interp
+from tilecraft.block import (
+    CopyAsync,
+    CopyAsyncWaitGroup,
+    DotShared,
+    DotWaitGroup,
+    SharedSlice,
+    SharedTensor,
+    Synchronize,
+)
+from tilecraft.block.barriers import insert_barriers
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import For
+from tilecraft.ir.visitor import walk
+from tilecraft.layout import Swizzle, row_major, stacked
+from tilecraft.passes import lower
+from tilecraft.passes.lower_tile_ops import lowered_program
+from tilecraft.targets import A100_SXM, H100_SXM
+
+from .arena_interp import random_inputs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+from example_configs import load  # noqa: E402
+
+
+def _gemm(m, n, k, bk=32, stages=3):
+    return load("gemm").matmul(m, n, k, 64, 64, bk, num_stages=stages).func
+
+
+def _loop(program) -> For:
+    return next(s for s in walk(program.body) if isinstance(s, For))
+
+
+def _same_as_interpreter(func, program, seed=0):
+    want = random_inputs(func, seed, 64)
+    got = [x.copy() for x in want]
+    interp.run(func, want)
+    program.run(*got)
+    for x, y in zip(want, got):
+        np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
+def test_a_pipelined_gemm_issues_its_copies_stages_ahead_with_one_barrier_per_iteration():
+    program = lowered_program(lower(_gemm(128, 128, 256), A100_SXM))
+    loop = _loop(program)
+    body = list(loop.body.stmts)
+    assert isinstance(body[0], CopyAsyncWaitGroup) and body[0].n == 1  # 3 stages: 2 ahead
+    assert isinstance(body[1], Synchronize)
+    prologue = [s for s in walk(program.body) if isinstance(s, CopyAsync)]
+    assert len(prologue) == 2 * 2 + 2  # two tiles x two iterations ahead, and the refill
+    staged = [s.out for s in walk(program.body)
+              if type(s).__name__ == "AllocateShared" and s.out.name.endswith("_stages")]
+    assert sorted(t.name for t in staged) == ["A_shared_stages", "B_shared_stages"]
+    assert all(t.shape[0] == 3 for t in staged)
+    barriers = [s for s in walk(insert_barriers(program).body) if isinstance(s, Synchronize)]
+    assert len(barriers) == 1  # insert_barriers adds none to the pipelined loop
+    _same_as_interpreter(_gemm(128, 128, 256), program)
+
+
+def test_on_hopper_the_lone_dot_stays_in_flight_across_iterations():
+    program = lowered_program(lower(_gemm(128, 128, 256), H100_SXM))
+    body = list(_loop(program).body.stmts)
+    assert isinstance(body[0], CopyAsyncWaitGroup) and body[0].n == 0  # 3 stages: 1 ahead
+    dot, wait = body[-2], body[-1]
+    assert isinstance(dot, DotShared) and dot.asynchronous
+    assert isinstance(wait, DotWaitGroup) and wait.n == 1
+    after = [s for s in walk(program.body) if isinstance(s, DotWaitGroup)]
+    assert [w.n for w in after] == [1, 0]
+    _same_as_interpreter(_gemm(128, 128, 256), program)
+
+
+@pytest.mark.parametrize("target", [A100_SXM, H100_SXM], ids=["sm80", "sm90a"])
+@pytest.mark.parametrize("m,n,k,bk,stages", [(64, 64, 64, 32, 4), (100, 72, 200, 32, 3),
+                                             (64, 64, 96, 32, 2)])
+def test_pipelined_programs_compute_what_the_interpreter_computes(target, m, n, k, bk, stages):
+    """Fewer iterations than stages, partial tiles, two stages."""
+    func = _gemm(m, n, k, bk, stages)
+    program = lowered_program(lower(func, target))
+    assert any(isinstance(s, SharedSlice) for s in walk(program.body))
+    _same_as_interpreter(func, program, seed=k)
+
+
+def test_a_tile_also_used_after_the_loop_keeps_its_copies_complete_at_once():
+    @T.prim_func
+    def last_tile(A: T.Tensor((64, 256), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((64, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[0, k * 64], S)
+                for i, j in T.Parallel(64, 64):
+                    acc[i, j] += S[i, j]
+            T.copy(S, B)  # the last tile: a stage would be the wrong one
+
+    program = lowered_program(lower(last_tile, A100_SXM))
+    assert not any(isinstance(s, SharedSlice) for s in walk(program.body))
+    _same_as_interpreter(last_tile, program)
+
+
+def test_a_slice_needs_leading_strides_that_are_whole_swizzle_periods():
+    tile = row_major(64, 32).with_swizzle(Swizzle(2, 3, 3))
+    good = SharedTensor.create("good", "float16", (2, 64, 32), stacked(tile, 2))
+    sl = SharedSlice.create(good, [1], "stage")
+    assert sl.out.layout == tile and sl.out.shape == (64, 32)
+    bad = SharedTensor.create("bad", "float16", (3, 4, 32),
+                              row_major(3, 4, 32).with_swizzle(Swizzle(2, 3, 3)))
+    with pytest.raises(TilecraftError) as err:
+        SharedSlice.create(bad, [1], "stage")  # marker: bad slice
+    assert err.value.code == "TC603"
+    assert err.value.line == _line_of("# marker: bad slice")
+
+
+def _line_of(marker: str) -> int:
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, ln in enumerate(lines, 1) if marker in ln and "_line_of" not in ln)

@@ -1,0 +1,63 @@
+"""Bulk copies and mbarriers of block programs as CUDA (block/mbarrier.py): TMA loads by
+thread 0 on the plan block/select_tma.py chose, mbarrier init/arrive/wait. A mixin of
+`BlockPrinter` (printer.py); the tensor maps the loads use become kernel parameters
+(`tensor_maps`: name -> (tensor, box, swizzle bytes), made by the runtime at launch).
+"""
+
+from __future__ import annotations
+
+from tilecraft.block import CopyAsyncBulk, MbarrierExpect, MbarrierInit, MbarrierWait
+
+
+class TmaPrinter:
+    def bar(self, bars, index) -> str:
+        return f"&{self.tensor(bars)}[{self.p(index)}]"
+
+    def _MbarrierInit(self, s: MbarrierInit) -> None:
+        n = int(s.bars.shape[0])
+        self.open("if (tid == 0)")
+        self.w("#pragma unroll")
+        self.w(f"for (int s = 0; s < {n}; ++s) tc::mbarrier_init(&{self.tensor(s.bars)}[s], "
+               f"{s.arrivals});")
+        self.w("tc::fence_mbarrier_init();")
+        self.close()
+        self.w("tc::fence_proxy_async_shared();  // earlier generic accesses before TMA writes")
+
+    def _MbarrierExpect(self, s: MbarrierExpect) -> None:
+        self.w(f"if (tid == 0) tc::mbarrier_arrive_expect_tx({self.bar(s.bars, s.index)}, "
+               f"{s.nbytes});")
+
+    def _MbarrierWait(self, s: MbarrierWait) -> None:
+        self.w(f"tc::mbarrier_wait({self.bar(s.bars, s.index)}, {self.p(s.phase)});")
+
+    def _CopyAsyncBulk(self, s: CopyAsyncBulk) -> None:
+        plan = self.plans.get(id(s))
+        if plan is None:
+            raise self.refuse(s, "a copy_async_bulk that is not a TMA load (no plan)")
+        name = self.tensor_map(s, plan)
+        starts = [self.p(o) for o in s.offset]
+        dst = self.tensor(s.dst)
+        self.w(f"// copy_async_bulk {s.src.name} -> {s.dst.name}: {plan.cols // plan.block} "
+               f"TMA box(es) of {plan.rows}x{plan.block}")
+        self.open("if (tid == 0)")
+        for j in range(plan.cols // plan.block):
+            coords = []
+            for d in reversed(range(len(starts))):  # innermost first
+                c = starts[d]
+                if d == plan.col_dim and j:
+                    c = f"{c} + {j * plan.block}"
+                coords.append(f"(int)({c})")
+            addr = f"{dst} + {j * plan.rows * plan.block}" if j else dst
+            self.w(f"tc::tma_load({addr}, {name}, {self.bar(s.bars, s.index)}, "
+                   f"{', '.join(coords)});")
+        self.close()
+
+    def tensor_map(self, s: CopyAsyncBulk, plan) -> str:
+        """The kernel parameter holding the map of this (tensor, box, swizzle), added once."""
+        key = (plan.tensor, plan.box, plan.swizzle)
+        for name, k in self.tensor_maps.items():
+            if k == key:
+                return name
+        name = f"{self.tensor(s.src)}tmap{len(self.tensor_maps)}"
+        self.tensor_maps[name] = key
+        return name

@@ -1,0 +1,269 @@
+"""pipeline_copies: software pipelining of T.Pipelined loops on the block program (IR -> IR).
+
+Requires: `block_program` (lower_tile_ops: a pipelined loop's producers are `copy_async`,
+commit, `copy_async_wait_group(0)` of a whole shared tile). Guarantees (`pipelined`): in every
+loop of kind "pipelined" with S >= 2 stages whose producers qualify, each produced tile X is
+allocated S times (`stacked` layout, X_stages) and the loop issues the copies of iteration
+k + S - 1 while iteration k computes:
+
+    X_stages = allocate_shared(f16[S, 64, 32], ...)
+    for p in 0 .. S-2:                          (unrolled)
+        if p < n: X_p = shared_slice(X_stages, [p]); copy_async(X_p, A, offset(ko = start + p))
+        copy_async_commit_group()
+    for ko in range(start, start + n):
+        copy_async_wait_group(S - 2)            (the group of iteration ko has landed)
+        synchronize()                           (for every thread; all are done with ko - 1)
+        if ko - start + S - 1 < n:
+            X_w = shared_slice(X_stages, [(ko - start + S - 1) % S])
+            copy_async(X_w, A, offset(ko + S - 1))        (refills the stage ko - 1 read)
+        copy_async_commit_group()               (empty groups keep the count uniform)
+        X = shared_slice(X_stages, [(ko - start) % S])
+        <the rest of the body, unchanged, reading X>
+    copy_async_wait_group(0)
+
+When the rest of the body is one `dot_shared` on produced tiles and the target runs it on
+wgmma (S >= 3), the dot is asynchronous and one group stays in flight across iterations (the
+wgmma mainloop): copies run S - 2 iterations ahead, so the stage refilled at iteration k was
+read by the dot of k - 2, which `dot_wait_group(1)` at k - 1 completed before the barrier:
+
+    for ko ...:
+        copy_async_wait_group(S - 3); synchronize(); <refill ko + S - 2>; commit
+        <slices>; dot_shared(A, B, acc, out=acc, asynchronous=True); dot_wait_group(1)
+    dot_wait_group(0); copy_async_wait_group(0)
+
+A producer qualifies when its tile is written by nothing else in the loop and used nowhere
+outside it, and its offsets use only the loop variable and values defined outside the loop.
+The synchronize orders the reuse of every stage (insert_barriers leaves the slices' stages to
+this pass). Loops that do not qualify keep their copies complete at once (correct, unpipelined).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tilecraft.block import (
+    AllocateShared,
+    CopyAsync,
+    CopyAsyncBulk,
+    CopyAsyncCommitGroup,
+    CopyAsyncWaitGroup,
+    DotShared,
+    DotWaitGroup,
+    MbarrierExpect,
+    MbarrierInit,
+    MbarrierWait,
+    SharedSlice,
+    SharedTensor,
+    Synchronize,
+)
+from tilecraft.block.select_tma import select_tma
+from tilecraft.ir import Buffer, Const, For, If, LetStmt, SeqStmt, Stmt, Var, While
+from tilecraft.ir.expr import const_int
+from tilecraft.ir.rewrite import substitute
+from tilecraft.ir.simplify import simplify
+from tilecraft.ir.visitor import walk, walk_expr
+from tilecraft.layout import stacked
+
+from .context import KernelState
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    lone_dot: bool  # the lone dot_shared runs on wgmma, left in flight across iterations
+    tma: bool  # copies that qualify become TMA loads on mbarriers
+
+
+@dataclasses.dataclass(frozen=True)
+class _Producer:
+    copy: CopyAsync
+    stmts: tuple[Stmt, Stmt, Stmt]  # copy, commit, wait(0)
+
+
+def pipeline_copies(state: KernelState) -> None:
+    """The pipeline's pass (a no-op without a block program)."""
+    program = state.block_program
+    if program is None:
+        return
+    staged: dict[SharedTensor, SharedTensor] = {}  # tile -> its stages
+    opts, hopper = state.options, state.target.has_wgmma
+    cfg = _Config(hopper and opts.wgmma and opts.wgmma_pipeline, hopper and opts.tma)
+    body = _rewrite(program.body, program.body, staged, cfg)
+    if staged:
+        body = _reallocate(body, staged)
+        state.block_program = dataclasses.replace(program, body=body)
+
+
+def _rewrite(s: Stmt, root: Stmt, staged: dict, cfg: _Config) -> Stmt:
+    if isinstance(s, SeqStmt):
+        return SeqStmt.create([_rewrite(c, root, staged, cfg) for c in s.stmts])
+    if isinstance(s, For):
+        body = _rewrite(s.body, root, staged, cfg)
+        s = dataclasses.replace(s, body=body) if body is not s.body else s
+        stages = s.pipeline.num_stages if s.pipeline is not None else 0
+        if s.kind == "pipelined" and stages >= 2:
+            producers = _producers(s, root)
+            if producers:
+                return _pipelined(s, stages, producers, staged, cfg)
+        return s
+    if isinstance(s, If):
+        other = None if s.else_body is None else _rewrite(s.else_body, root, staged, cfg)
+        return dataclasses.replace(s, then_body=_rewrite(s.then_body, root, staged, cfg),
+                                   else_body=other)
+    if isinstance(s, While):
+        return dataclasses.replace(s, body=_rewrite(s.body, root, staged, cfg))
+    return s
+
+
+def _producers(loop: For, root: Stmt) -> list[_Producer]:
+    stmts = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
+    inner = {loop.var} | {x.var for x in walk(loop.body) if isinstance(x, (LetStmt, For))}
+    out = []
+    for i, c in enumerate(stmts[:-2]):
+        if not isinstance(c, CopyAsync):
+            continue
+        commit, wait = stmts[i + 1], stmts[i + 2]
+        if not (isinstance(commit, CopyAsyncCommitGroup) and isinstance(wait, CopyAsyncWaitGroup)
+                and wait.n == 0):
+            continue
+        used = {x for e in c.offset for x in walk_expr(e) if isinstance(x, Var)}
+        if (used & inner) - {loop.var}:
+            continue
+        out.append(_Producer(c, (c, commit, wait)))
+    tiles = [p.copy.dst for p in out]
+    if len(set(tiles)) != len(tiles):
+        return []
+    mine = {id(x) for p in out for x in p.stmts}
+    inside = {id(y) for y in walk(loop.body)}
+    for x in walk(root):  # written only by its producer; touched nowhere outside the loop
+        for t in _tensors(x):
+            if t in tiles and id(x) not in mine and (
+                    t in x.writes() or id(x) not in inside) and not _allocates(x, t):
+                return []
+    return out
+
+
+def _tensors(x) -> tuple:
+    reads, writes = getattr(x, "reads", None), getattr(x, "writes", None)
+    if not callable(reads) or not callable(writes):
+        return ()
+    return tuple(reads()) + tuple(writes())
+
+
+def _allocates(x, t) -> bool:
+    return isinstance(x, AllocateShared) and x.out == t
+
+
+def _lone_dot(rest: list[Stmt], producers: list[_Producer]) -> DotShared | None:
+    """The body's only consumer when it is one dot_shared on produced tiles into its c."""
+    tiles = {p.copy.dst for p in producers}
+    if len(rest) != 1 or not isinstance(rest[0], DotShared):
+        return None
+    d = rest[0]
+    ok = d.out == d.c and d.b in tiles and (d.a in tiles or not isinstance(d.a, SharedTensor))
+    return d if ok else None
+
+
+def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
+               cfg: _Config) -> Stmt:
+    v, start, n = loop.var, loop.start, loop.extent
+    mine = {id(x) for p in producers for x in p.stmts}
+    rest = [x for x in (loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,))
+            if id(x) not in mine]
+    dot = _lone_dot(rest, producers) if cfg.lone_dot and S >= 3 else None
+    ahead = S - 1 if dot is None else S - 2  # iterations the copies run ahead
+    # TMA (one thread, stages on mbarriers) when every copy can be one; not for the lone dot,
+    # whose stages a CTA barrier would free later than cp.async groups do (benchmarks/NOTES.md)
+    tma = cfg.tma and dot is None and all(
+        select_tma(p.copy.dst, p.copy.src, p.copy.dims) is not None for p in producers)
+    span = loop.span
+    for p in producers:
+        tile = p.copy.dst
+        if tile not in staged:
+            buf = Buffer.create(f"{tile.name}_stages", (S, *tile.shape), tile.dtype, "shared",
+                                tile.buffer.span)
+            staged[tile] = SharedTensor.of(buf, stacked(tile.layout, S))
+    bars = None
+    if tma:
+        first = producers[0].copy.dst
+        bars = SharedTensor.create(f"{first.name}_full", "uint64", (S,), span=span)
+    nbytes = sum(p.copy.dst.layout.size * p.copy.dst.dtype.bits // 8 for p in producers)
+
+    def issue(it, stage, tag: str) -> list[Stmt]:
+        """The copies of iteration `start + it` into `stage` (a slice per tile)."""
+        out: list[Stmt] = []
+        if bars is not None:
+            out.append(MbarrierExpect.create(bars, stage, nbytes, span=span))
+        for p in producers:
+            tile = p.copy.dst
+            sl = SharedSlice.create(staged[tile], [stage], f"{tile.name}_{tag}", span=p.copy.span)
+            moved = substitute(p.copy, {v: start + it})
+            if bars is None:
+                out += [sl, dataclasses.replace(moved, dst=sl.out)]
+            else:
+                out += [sl, CopyAsyncBulk.create(sl.out, moved.src, moved.offset, bars, stage,
+                                                 dims=moved.dims, span=moved.span)]
+        return out
+
+    def guarded(cond, stmts: list[Stmt]) -> list[Stmt]:
+        known = const_int(cond)
+        if known == 1:
+            return stmts
+        if known == 0:
+            return []
+        return [If(cond, SeqStmt.create(stmts), None, span)]
+
+    commit = [] if tma else [CopyAsyncCommitGroup.create(span=span)]
+    prologue: list[Stmt] = []
+    if bars is not None:
+        prologue += [AllocateShared.create(bars, span=span),
+                     MbarrierInit.create(bars, 1, span=span)]
+    for it in range(ahead):
+        cond = _lt(Const.create(it), n)
+        prologue += guarded(cond, issue(Const.create(it), Const.create(it), f"p{it}"))
+        prologue += commit
+    k = _simple(v - start)
+    pre = _simple(k + ahead)
+    if bars is None:
+        body: list[Stmt] = [CopyAsyncWaitGroup.create(ahead - 1, span=span)]
+    else:
+        body = [MbarrierWait.create(bars, _simple(k % S), _simple((k // S) % 2), span=span)]
+    body.append(Synchronize.create(span=span))  # every thread is done with the stage refilled
+    refill = issue(pre, pre % S, "w")
+    body += [If(_lt(pre, n), SeqStmt.create(refill), None, span)] + commit
+    for p in producers:
+        tile = p.copy.dst
+        sl = SharedSlice.create(staged[tile], [k % S], tile.name, span=p.copy.span)
+        assert sl.out.layout == tile.layout, (sl.out.layout, tile.layout)
+        body.append(dataclasses.replace(sl, out=tile))  # the body's own name for the tile
+    after = [] if tma else [CopyAsyncWaitGroup.create(0, span=span)]
+    if dot is None:
+        body += rest
+    else:
+        body += [dataclasses.replace(dot, asynchronous=True), DotWaitGroup.create(1, span=span)]
+        after.insert(0, DotWaitGroup.create(0, span=span))
+    new = dataclasses.replace(loop, kind="serial", body=SeqStmt.create(body))
+    return SeqStmt.create(prologue + [new] + after)
+
+
+def _lt(a, b):
+    return simplify(a < b)
+
+
+def _simple(e):
+    return simplify(e)
+
+
+def _reallocate(body: Stmt, staged: dict) -> Stmt:
+    """Allocate each staged tile's stages where the tile was allocated."""
+    def go(s: Stmt) -> Stmt:
+        if isinstance(s, AllocateShared) and s.out in staged:
+            return AllocateShared.create(staged[s.out], span=s.span)
+        if isinstance(s, SeqStmt):
+            return SeqStmt.create([go(c) for c in s.stmts])
+        if isinstance(s, (For, If, While)):
+            changes = {f: go(getattr(s, f)) for f in ("body", "then_body", "else_body")
+                       if isinstance(getattr(s, f, None), Stmt)}
+            return dataclasses.replace(s, **changes)
+        return s
+
+    return go(body)
