@@ -337,6 +337,9 @@ def _write_debug(root: str, name: str, text: str) -> None:
 
 def _lowered_grid(cuda: Any) -> tuple | None:
     """The IR of the grid the code generator launched (None when the build does not say)."""
+    program = getattr(cuda, "program", None)  # a block program (codegen/block_cuda)
+    if program is not None:
+        return program.grid
     state = getattr(getattr(cuda, "generated", None), "state", None)
     launch = getattr(state, "kernel", None)
     return None if launch is None else launch.grid

@@ -39,12 +39,13 @@ def _kinds(program) -> list[str]:
 
 def _program(body_of):
     g = GlobalTensor.create("g", "float32", (16, 32))
+    out = GlobalTensor.create("out", "float32", (16, 32))
     a = SharedTensor.create("a", "float32", (16, 32))
     b = SharedTensor.create("b", "float32", (16, 32))
     r = RegisterTensor.create("r", "float32", ROWS)
     body = [AllocateShared.create(a), AllocateShared.create(b), AllocateRegister.create(r),
-            LoadGlobal.create(g, r)] + body_of(a, b, r) + [StoreGlobal.create(r, g)]
-    return BlockProgram.create("p", (g,), (1,), 128, body)
+            LoadGlobal.create(g, r)] + body_of(a, b, r) + [StoreGlobal.create(r, out)]
+    return BlockProgram.create("p", (g, out), (1,), 128, body)
 
 
 def test_a_read_after_a_write_of_the_same_tensor_gets_a_barrier():
@@ -79,3 +80,17 @@ def test_the_pipelined_gemm_gets_one_barrier_per_iteration_as_a_hand_written_one
     gemm = next(c for c in CONFIGS if c[0] == "gemm_partial")
     p = insert_barriers(lowered_program(lower(make(gemm).func, A100_SXM)))
     assert _kinds(p) == ["For", "Synchronize", "LoadShared", "LoadShared"]
+
+
+def test_a_read_of_a_global_tensor_the_block_wrote_gets_a_barrier():
+    """The VM sees a block's global stores at its next instruction (as the interpreter does):
+    another thread's element read back waits at a barrier; different tensors need none."""
+    g = GlobalTensor.create("g", "float32", (16, 32))
+    h = GlobalTensor.create("h", "float32", (16, 32))
+    r = RegisterTensor.create("r", "float32", ROWS)
+    body = [AllocateRegister.create(r), LoadGlobal.create(g, r), StoreGlobal.create(r, h),
+            LoadGlobal.create(h, r), StoreGlobal.create(r, g)]
+    p = insert_barriers(BlockProgram.create("p", (g, h), (1,), 128, body))
+    kinds = [type(s).__name__ for s in walk(p.body) if type(s).__name__ != "SeqStmt"]
+    assert kinds == ["AllocateRegister", "LoadGlobal", "StoreGlobal", "Synchronize",
+                     "LoadGlobal", "StoreGlobal"]  # (the barrier also ordered the read of g)

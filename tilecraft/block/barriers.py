@@ -18,6 +18,11 @@ pass adds them, conservatively, by the tensors' scopes:
   `copy_async_bulk` lands for each thread at its `mbarrier_wait` (no barrier needed after it);
   `mbarrier_init` writes the barriers the other mbarrier instructions read.
 
+Global tensors count as well (a block's global writes are seen by its next instruction on the
+VM too, as on the interpreter): a read of a global tensor the block wrote since the last
+barrier, or a write of one it read or wrote, waits at a barrier (other threads may touch the
+same elements). Scalar code counts with its loads and stores.
+
 The slices of one tensor (`shared_slice`: the stages of a pipelined tile) are distinct tensors
 here; passes/pipeline_copies.py, which makes them, orders the reuse of a stage itself.
 
@@ -30,13 +35,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from tilecraft.ir import Break, For, If, SeqStmt, Stmt, While
-from tilecraft.ir.visitor import walk
+from tilecraft.ir import Break, BufferLoad, BufferStore, For, If, SeqStmt, Stmt, While
+from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from .instructions import AllocateRegister, AllocateShared, Instruction, Synchronize
 from .mbarrier import CopyAsyncBulk
 from .program import BlockProgram
-from .tensors import SharedTensor
+from .tensors import GlobalTensor, SharedTensor
 from .transfer import CopyAsync, CopyAsyncWaitGroup, SharedSlice
 
 
@@ -63,9 +68,16 @@ class _State:
         return meet(reads, self.wrote) or meet(writes, self.wrote | self.read)
 
 
+def _memory(tensors) -> set:
+    return {t.buffer for t in tensors if isinstance(t, (SharedTensor, GlobalTensor))}
+
+
+_MEMORY = ("shared", "global")
+
+
 def insert_barriers(program: BlockProgram) -> BlockProgram:
     """`program` with the barriers the GPU needs to mean what the block VM computes."""
-    landing = frozenset(s.dst for s in walk(program.body) if isinstance(s, CopyAsync))
+    landing = frozenset(s.dst.buffer for s in walk(program.body) if isinstance(s, CopyAsync))
     body = _Barriers(landing).seq(program.body, _State())
     return dataclasses.replace(program, body=body)
 
@@ -79,18 +91,30 @@ class _Barriers:
         self.landing = landing  # the program's copy_async destinations
 
     def access(self, s: Stmt) -> tuple[set, set]:
-        """(shared tensors read, shared tensors written) by an instruction."""
+        """(memory read, memory written) by a statement: shared tensors, and global tensors by
+        their buffer (the VM orders a block's global accesses statement by statement too)."""
         if isinstance(s, CopyAsyncWaitGroup):
             return set(), set(self.landing)  # the copies land now
-        if not isinstance(s, Instruction) or isinstance(
-                s, (AllocateShared, AllocateRegister, SharedSlice)):
+        if not isinstance(s, Instruction):  # scalar code: its loads and stores of memory
+            reads = {x.buffer for e in stmt_exprs(s) for x in walk_expr(e)
+                     if isinstance(x, BufferLoad) and x.buffer.scope in _MEMORY}
+            stored = isinstance(s, BufferStore) and s.buffer.scope in _MEMORY
+            return reads, {s.buffer} if stored else set()
+        if isinstance(s, (AllocateShared, AllocateRegister, SharedSlice)):
             return set(), set()
-        reads = {t for t in s.reads() if isinstance(t, SharedTensor)}
-        writes = {t for t in s.writes() if isinstance(t, SharedTensor)}
-        return reads, writes
+        return _memory(s.reads()), _memory(s.writes())
 
-    def touches_shared(self, s: Stmt) -> bool:
+    def touches_memory(self, s: Stmt) -> bool:
         return any(a or b for a, b in (self.access(x) for x in walk(s)))
+
+    def all_accesses(self, body: Stmt) -> tuple[set, set]:
+        reads: set = set()
+        writes: set = set()
+        for y in walk(body):
+            r, w = self.access(y)
+            reads |= r
+            writes |= w
+        return reads, writes
 
     def head(self, body: Stmt) -> tuple[set, set]:
         """(reads, writes) of a loop body before its first top-level barrier."""
@@ -138,7 +162,7 @@ class _Barriers:
             out.append(_barrier(x.span))
             st.clear()
         if isinstance(x, CopyAsync):
-            st.pending.add(x.dst)  # written when it lands
+            st.pending.add(x.dst.buffer)  # written when it lands
         elif isinstance(x, CopyAsyncBulk):
             st.read |= reads  # (its barrier) lands for the threads that wait on the barrier
         else:
@@ -147,20 +171,21 @@ class _Barriers:
         return out + [x]
 
     def loop(self, x: For | While, st: _State) -> list[Stmt]:
-        if not self.touches_shared(x.body):
+        if not self.touches_memory(x.body):
             return [x]
         pre = []
-        if st.wrote or st.read:
+        if st.conflicts(*self.all_accesses(x.body)):
             pre = [_barrier(x.span)]  # the first iteration's accesses after what came before
             st.clear()
         end = _State(pending=set(self.landing))  # (copies of earlier iterations)
         body = self.seq(x.body, end)
-        if end.conflicts(*self.head(body)):  # the next iteration's accesses come after
-            return pre + [dataclasses.replace(x, body=SeqStmt.create([body, _barrier(x.span)]))]
+        st.pending |= end.pending
         if any(isinstance(y, Break) for y in walk(body)):
             st.wrote.add("*")  # it may leave anywhere in the body
             st.read.add("*")
-        st.read |= end.read  # (or run zero times: the state before, cleared)
+        if end.conflicts(*self.head(body)):  # the next iteration's accesses come after
+            # (after the loop: the state before it, which it may run zero times, or none)
+            return pre + [dataclasses.replace(x, body=SeqStmt.create([body, _barrier(x.span)]))]
+        st.read |= end.read  # (or run zero times: the state before)
         st.wrote |= end.wrote
-        st.pending |= end.pending
         return pre + [dataclasses.replace(x, body=body)]
