@@ -193,18 +193,18 @@ def test_a_parallel_loop_reading_a_fragment_element_of_another_thread_is_tc610_a
 
 def test_what_cannot_be_lowered_yet_is_tc502_at_its_line_and_the_pipeline_goes_on():
     @T.prim_func
-    def scalar_shared(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+    def scalar_fragment(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=128) as bx:
-            S = T.alloc_shared((64,), "float32")
-            T.copy(A[0], S)
-            S[0] = S[0] + 1.0  # marker: scalar shared store
-            T.copy(S, B[0])
+            f = T.alloc_fragment((64,), "float32")
+            T.copy(A[0], f)
+            B[0] = f[3] + 1.0  # marker: scalar fragment load
+            T.copy(f, B[0])
 
     with pytest.raises(TilecraftError) as err:
-        lowered_program(lower(scalar_shared, H100_SXM, PASSES[:-1]))
+        lowered_program(lower(scalar_fragment, H100_SXM, PASSES[:-1]))
     assert err.value.code == "TC502"
-    assert err.value.line == _line_of("# marker: scalar shared store")
-    state = lower(scalar_shared, H100_SXM)
+    assert err.value.line == _line_of("# marker: scalar fragment load")
+    state = lower(scalar_fragment, H100_SXM)
     assert state.block_program is None and state.lowering_refusal.code == "TC502"
 
 

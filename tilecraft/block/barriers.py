@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from tilecraft.ir import Break, BufferLoad, BufferStore, For, If, SeqStmt, Stmt, While
+from tilecraft.ir import Atomic, Break, BufferLoad, BufferStore, For, If, SeqStmt, Stmt, While
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from .instructions import AllocateRegister, AllocateShared, Instruction, Synchronize
 from .mbarrier import CopyAsyncBulk
 from .program import BlockProgram
 from .tensors import GlobalTensor, SharedTensor
+from .threads import ThreadValues
 from .transfer import CopyAsync, CopyAsyncWaitGroup, SharedSlice
 
 
@@ -63,9 +64,25 @@ class _State:
 
     def conflicts(self, reads: set, writes: set) -> bool:
         def meet(a: set, b: set) -> bool:
-            return bool(a and b and ("*" in a or "*" in b or a & b))
+            if not (a and b):
+                return False
+            return "*" in a or "*" in b or any(
+                _key(x) == _key(y) and not (isinstance(x, _One) and isinstance(y, _One))
+                for x in a for y in b)
 
         return meet(reads, self.wrote) or meet(writes, self.wrote | self.read)
+
+
+@dataclasses.dataclass(frozen=True)
+class _One:
+    """An access by thread 0 alone (a block-level store, `if (tid == 0)`: its loads and its
+    store): ordered with thread 0's other accesses without a barrier."""
+
+    key: object
+
+
+def _key(x):
+    return x.key if isinstance(x, _One) else x
 
 
 def _memory(tensors) -> set:
@@ -75,10 +92,14 @@ def _memory(tensors) -> set:
 _MEMORY = ("shared", "global")
 
 
-def insert_barriers(program: BlockProgram) -> BlockProgram:
-    """`program` with the barriers the GPU needs to mean what the block VM computes."""
-    landing = frozenset(s.dst.buffer for s in walk(program.body) if isinstance(s, CopyAsync))
-    body = _Barriers(landing).seq(program.body, _State())
+def insert_barriers(program: BlockProgram, aliases: dict | None = None) -> BlockProgram:
+    """`program` with the barriers the GPU needs to mean what the block VM computes;
+    `aliases`: shared tensors (buffers) -> the representative of the tensors they share bytes
+    with (block/smem_plan.py), accessed as one memory."""
+    aliases = aliases or {}
+    landing = frozenset(aliases.get(s.dst.buffer, s.dst.buffer) for s in walk(program.body)
+                        if isinstance(s, CopyAsync))
+    body = _Barriers(landing, aliases, ThreadValues(program.body)).seq(program.body, _State())
     return dataclasses.replace(program, body=body)
 
 
@@ -87,8 +108,10 @@ def _barrier(span) -> Synchronize:
 
 
 class _Barriers:
-    def __init__(self, landing: frozenset):
+    def __init__(self, landing: frozenset, aliases: dict, threads: ThreadValues):
         self.landing = landing  # the program's copy_async destinations
+        self.aliases = aliases
+        self.threads = threads  # per-thread values (block/threads.py)
 
     def access(self, s: Stmt) -> tuple[set, set]:
         """(memory read, memory written) by a statement: shared tensors, and global tensors by
@@ -98,11 +121,19 @@ class _Barriers:
         if not isinstance(s, Instruction):  # scalar code: its loads and stores of memory
             reads = {x.buffer for e in stmt_exprs(s) for x in walk_expr(e)
                      if isinstance(x, BufferLoad) and x.buffer.scope in _MEMORY}
-            stored = isinstance(s, BufferStore) and s.buffer.scope in _MEMORY
-            return reads, {s.buffer} if stored else set()
+            dst = s.buffer if isinstance(s, BufferStore) else \
+                s.dst.buffer if isinstance(s, Atomic) else None  # (an atomic updates dst)
+            stored = dst is not None and dst.scope in _MEMORY
+            reads, writes = self.keys(reads), self.keys({dst} if stored else set())
+            if stored and isinstance(s, BufferStore) and not self.threads.per_thread(s):
+                return {_One(k) for k in reads}, {_One(k) for k in writes}  # thread 0's
+            return reads, writes
         if isinstance(s, (AllocateShared, AllocateRegister, SharedSlice)):
             return set(), set()
-        return _memory(s.reads()), _memory(s.writes())
+        return self.keys(_memory(s.reads())), self.keys(_memory(s.writes()))
+
+    def keys(self, bufs: set) -> set:
+        return {self.aliases.get(b, b) for b in bufs}
 
     def touches_memory(self, s: Stmt) -> bool:
         return any(a or b for a, b in (self.access(x) for x in walk(s)))
@@ -140,15 +171,19 @@ class _Barriers:
         if isinstance(x, Synchronize):
             st.clear()
             return [x]
+        divergent = self.threads.header(x)
+        pre = self.header(x, st) if isinstance(x, (For, If)) or divergent else []  # (while: loop)
+        if divergent:
+            return pre + self.divergent(x, st)
         if isinstance(x, (For, While)):
-            return self.loop(x, st)
+            return pre + self.loop(x, st)
         if isinstance(x, If):
             a, b = st.copy(), st.copy()
             then = self.seq(x.then_body, a)
             other = self.seq(x.else_body, b) if x.else_body is not None else None
             st.wrote, st.read = a.wrote | b.wrote, a.read | b.read
             st.pending = a.pending | b.pending
-            return [dataclasses.replace(x, then_body=then, else_body=other)]
+            return pre + [dataclasses.replace(x, then_body=then, else_body=other)]
         if isinstance(x, SeqStmt):
             return [self.seq(x, st)]
         if isinstance(x, CopyAsyncWaitGroup):  # the copies land (ordered when issued)
@@ -162,7 +197,7 @@ class _Barriers:
             out.append(_barrier(x.span))
             st.clear()
         if isinstance(x, CopyAsync):
-            st.pending.add(x.dst.buffer)  # written when it lands
+            st.pending |= self.keys({x.dst.buffer})  # written when it lands
         elif isinstance(x, CopyAsyncBulk):
             st.read |= reads  # (its barrier) lands for the threads that wait on the barrier
         else:
@@ -170,20 +205,49 @@ class _Barriers:
             st.wrote |= writes
         return out + [x]
 
+    def header(self, x: For | While | If, st: _State) -> list[Stmt]:
+        """A condition's or loop bound's loads (every thread reads them first): a barrier before
+        them when they read what was written since the last one."""
+        reads, _ = self.access(x)
+        out = []
+        if st.conflicts(reads, set()):
+            out.append(_barrier(x.span))
+            st.clear()
+        st.read |= reads
+        return out
+
+    def divergent(self, x: For | While | If, st: _State) -> list[Stmt]:
+        """Control flow on a per-thread value gets no barrier inside (the threads that skip it
+        would wait for the others forever): one before it orders what came before with all it
+        does, and what it does waits for the next barrier after it (the CUDA emitter's rule)."""
+        reads, writes = self.all_accesses(x)
+        out = []
+        if st.conflicts(reads, writes):
+            out.append(_barrier(x.span))
+            st.clear()
+        st.read |= reads
+        st.wrote |= writes
+        return out + [x]
+
     def loop(self, x: For | While, st: _State) -> list[Stmt]:
+        # a while condition is read before every iteration (and after the last)
+        cond = self.access(x)[0] if isinstance(x, While) else set()
         if not self.touches_memory(x.body):
-            return [x]
+            return self.header(x, st) + [x]
         pre = []
-        if st.conflicts(*self.all_accesses(x.body)):
+        reads, writes = self.all_accesses(x.body)
+        if st.conflicts(reads | cond, writes):
             pre = [_barrier(x.span)]  # the first iteration's accesses after what came before
             st.clear()
-        end = _State(pending=set(self.landing))  # (copies of earlier iterations)
+        st.read |= cond
+        end = _State(read=set(cond), pending=set(self.landing))  # (copies of earlier iterations)
         body = self.seq(x.body, end)
         st.pending |= end.pending
         if any(isinstance(y, Break) for y in walk(body)):
             st.wrote.add("*")  # it may leave anywhere in the body
             st.read.add("*")
-        if end.conflicts(*self.head(body)):  # the next iteration's accesses come after
+        reads, writes = self.head(body)
+        if end.conflicts(reads | cond, writes):  # the next iteration's accesses come after
             # (after the loop: the state before it, which it may run zero times, or none)
             return pre + [dataclasses.replace(x, body=SeqStmt.create([body, _barrier(x.span)]))]
         st.read |= end.read  # (or run zero times: the state before)

@@ -154,16 +154,23 @@ class Exit(Instruction):
 
 @dataclass(frozen=True)
 class Print(Instruction):
-    """`print(tensor)`: print the tensor's logical values (with `msg` and the block index)."""
+    """`print(tensor)`: print the tensor's logical values (with `msg` and the block index).
+    A lowered T.print sets `label`, the Tile IR value it shows (`A[bx, 0:16]`): the lines are
+    then the interpreter's (`[tilecraft block (0,)] msg: A[bx, 0:16] =`), and `gather` says how
+    the GPU prints a register tensor: gathered, in rows from one thread (a memory tile's
+    T.print), else each thread its own elements (a fragment's)."""
 
     tensor: BlockTensor
     msg: str = ""
     span: Span | None = field(default=None, compare=False)
+    label: str = ""
+    gather: bool = False
     NAME: ClassVar[str] = "print"
 
     @classmethod
-    def create(cls, tensor: BlockTensor, msg: str = "", span: Span | None = None) -> Print:
-        return cls(tensor, msg, user_span(span))
+    def create(cls, tensor: BlockTensor, msg: str = "", span: Span | None = None,
+               label: str = "", gather: bool = False) -> Print:
+        return cls(tensor, msg, user_span(span), str(label), bool(gather))
 
     def reads(self):
         return (self.tensor,)

@@ -9,6 +9,11 @@ with the loop variables bound to the logical index `layout.map(t, e)`. A registe
 written in the body at index idx must be held by that same thread (its layout maps idx to t;
 any replica will do): otherwise the VM raises TC610 at the statement. That is the promise the
 CUDA printer relies on when it turns a fragment access into a register of the thread.
+
+A scalar `T.atomic_<kind>(dst[idx], value)` in the body (dst global or shared) acts once per
+logical element of the layout, whatever its replication: the interpreter's meaning (one update
+per element of the T.Parallel loop). The instruction's reads and writes (what barriers order)
+include the global tensors the body touches and the atomics' destinations.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tilecraft.diagnostics import Span, TilecraftError
-from tilecraft.ir import BufferLoad, BufferStore, Stmt, Var
+from tilecraft.ir import Atomic, BufferLoad, BufferStore, Stmt, Var
 from tilecraft.ir.tileops import ATOMIC_KINDS
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 from tilecraft.layout import Fragment
@@ -56,14 +61,21 @@ class ParallelCompute(Instruction):
         return tuple(self.layout.shape)
 
     def _accessed(self, stores: bool) -> tuple[BlockTensor, ...]:
-        bufs = set()
+        """The register and shared tensors of `tensors` and the global tensors (by buffer) that
+        the body writes (stores, scalar atomics) or reads (loads; an atomic reads what it
+        updates)."""
+        bufs: list = []
         for s in walk(self.body):
-            if stores and isinstance(s, BufferStore):
-                bufs.add(s.buffer)
-            if not stores:
-                bufs.update(x.buffer for e in stmt_exprs(s) for x in walk_expr(e)
-                            if isinstance(x, BufferLoad))
-        return tuple(t for t in self.tensors if t.buffer in bufs)
+            atomic = [s.dst.buffer] if isinstance(s, Atomic) else []
+            if stores:
+                found = [s.buffer] if isinstance(s, BufferStore) else atomic
+            else:
+                found = [x.buffer for e in stmt_exprs(s) for x in walk_expr(e)
+                         if isinstance(x, BufferLoad)] + atomic
+            bufs += [b for b in found if b not in bufs]
+        mine = self.tensor_of()
+        return tuple(mine[b] if b in mine else GlobalTensor.of(b) for b in bufs
+                     if b in mine or b.scope == "global")
 
     def reads(self) -> tuple[BlockTensor, ...]:
         return self._accessed(stores=False)

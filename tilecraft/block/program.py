@@ -35,6 +35,9 @@ class BlockProgram:
     block_vars: tuple[Var, ...]
     body: Stmt
     span: Span | None = field(default=None, compare=False)
+    # grid axes launched last index first (a schedule, not the program's meaning:
+    # passes/schedule_blocks.py), outermost block variable first
+    reversed_axes: tuple[bool, ...] = ()
 
     @classmethod
     def create(cls, name: str, params: Any, grid: Any, num_threads: int, body: Any,

@@ -34,7 +34,7 @@ import numpy as np
 from tilecraft.diagnostics import Span, TilecraftError, at_span
 from tilecraft.interp.machine import Machine
 from tilecraft.interp.values import np_type
-from tilecraft.ir import Stmt, Var
+from tilecraft.ir import BufferStore, Stmt, Var
 from tilecraft.layout import Fragment, SharedLayout
 
 from .instructions import Instruction
@@ -83,7 +83,19 @@ class BlockVM(Machine):
     barriers: dict = field(default_factory=dict)  # mbarrier state (vm_mbarrier.py)
     dot_groups: list = field(default_factory=list)  # pending dot_shared (vm_dot_shared.py)
 
+    def __post_init__(self):
+        from .vm_scalar import ScalarEvaluator
+
+        super().__post_init__()
+        self.ev = ScalarEvaluator(self)  # scalar code reads shared tensors too (vm_scalar.py)
+
     def exec(self, s: Stmt) -> None:
+        if isinstance(s, BufferStore) and s.buffer.scope == "shared" and self.par_axes == 0:
+            from .vm_scalar import store_shared_scalar
+
+            with at_span(s.span):
+                store_shared_scalar(self, s)
+            return
         if isinstance(s, Instruction):
             from .vm_ops import run_instruction
 
@@ -95,6 +107,12 @@ class BlockVM(Machine):
                 run_instruction(self, s)
             return
         super().exec(s)
+
+    def tile_op(self, s) -> None:
+        from .vm_parallel import block_atomic
+
+        if not block_atomic(self, s):  # (shared memory through its layout)
+            super().tile_op(s)
 
     # ---- registers ----------------------------------------------------------------------
     @property

@@ -206,6 +206,10 @@ def _print(vm: BlockVM, s: bi.Print) -> None:
         values = vm.shared(t)[pos]
     else:
         values = vm.buffers[t.buffer]
+    if s.label:  # a lowered T.print: the interpreter's lines (interp/ops/misc.py)
+        msg = f"{s.msg}: " if s.msg else ""
+        print(f"[tilecraft block {vm.block_index}] {msg}{s.label} =\n{values}")
+        return
     msg = f"{s.msg} " if s.msg else ""
     print(f"[block {vm.block_index}] {msg}{t.name} ({t.dtype}{list(values.shape)}):\n{values}")
 

@@ -11,7 +11,8 @@ interpreter runs a T.Parallel body, vectorised over those elements (statement by
 * global and local buffers, lets and scalar expressions are the interpreter's.
 
 A scalar atomic in the body acts once per logical element of the loop (the first thread of
-each replica group), as the CUDA backend does and the interpreter's `ufunc.at` means.
+each replica group), as the CUDA backend does and the interpreter's `ufunc.at` means; on a
+shared tensor through its layout (`scalar_atomic`, also for block-level shared atomics).
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ class _Loop:
                 saved = vm.mask
                 vm.mask = self.active() & first_replica(self.s.layout)
                 try:
-                    atomic_elements(vm, s)
+                    scalar_atomic(vm, s, self.tensors.get(s.dst.buffer))
                 finally:
                     vm.mask = saved
             else:  # lets, stores to global/local buffers, Evaluate: the interpreter's
@@ -198,6 +199,50 @@ def _parallel(vm: BlockVM, s: ParallelCompute) -> None:
         vm.env.update(saved_env)
 
 
+def scalar_atomic(vm: BlockVM, s: Atomic, tensor=None) -> None:
+    """`T.atomic_<kind>(dst[idx], value)` on every active element (vm.mask): the interpreter's
+    `atomic_elements` for global memory; for a shared tensor (`tensor`) the same computation on
+    the elements its layout places (exact in a wide type, rounded once, all hits counted)."""
+    if not isinstance(tensor, SharedTensor):
+        atomic_elements(vm, s)
+        return
+    mask = vm.mask if vm.mask is not None else np.True_
+    idx = [np.asarray(vm.ev.eval(i)) for i in s.dst.starts]
+    *idx, value, active = np.broadcast_arrays(*idx, np.asarray(vm.ev.eval(s.src)), mask)
+    idx = [np.asarray(i)[active].astype(np.int64) for i in idx]
+    for d, (i, n) in enumerate(zip(idx, tensor.shape)):
+        if i.size and (i.min() < 0 or i.max() >= n):
+            bad = int(i.min()) if i.min() < 0 else int(i.max())
+            raise TilecraftError("TC401", buffer=tensor.name, shape=list(tensor.shape),
+                                 detail=f"index {bad} in dimension {d} (size {n}) at block "
+                                 f"{vm.block_index}")
+    pos = shared_offsets(tensor.layout)[tuple(idx)]
+    vm.check_pending(tensor, pos, "written")
+    store, t = vm.shared(tensor), tensor.dtype
+    wide = np.float64 if t.is_float else np.uint64 if t.name == "uint64" else np.int64
+    flat, inverse = np.unique(pos, return_inverse=True)
+    acc = store[flat].astype(wide)
+    with np.errstate(all="ignore"):
+        _UFUNC[s.kind].at(acc, inverse.reshape(-1), store_cast(t, value[active]).astype(wide))
+    store[flat] = store_cast(t, acc)
+
+
+def block_atomic(vm: BlockVM, s) -> bool:
+    """Run `s` if it is a block-level scalar atomic on a shared tensor (once per block); False
+    for anything else (the interpreter's tile ops, global atomics included)."""
+    if not isinstance(s, Atomic) or isinstance(s.src, BufferRegion) or \
+            s.dst.buffer.scope != "shared":
+        return False
+    tensor = next((t for t in vm.smem if t.buffer == s.dst.buffer), None)
+    if tensor is None:
+        raise TilecraftError("TC606", s.span, tensor=s.dst.buffer.name)
+    scalar_atomic(vm, s, tensor)
+    return True
+
+
+_UFUNC = {"add": np.add, "max": np.maximum, "min": np.minimum}
+
+
 @rule(CumSumRegister)
 def _cumsum(vm: BlockVM, s: CumSumRegister) -> None:
     inputs = [(s.src, vm.to_logical(s.src)), (s.out, np.zeros(s.out.shape, np_type(s.out.dtype)))]
@@ -215,10 +260,10 @@ def _atomic_global(vm: BlockVM, s: AtomicGlobal) -> None:
     at = tuple(i[inside] for i in idx)
     wide = np.float64 if s.dst.dtype.is_float else \
         np.uint64 if s.dst.dtype.name == "uint64" else np.int64
-    ufunc = {"add": np.add, "max": np.maximum, "min": np.minimum}[s.kind]
+    ufunc = _UFUNC[s.kind]
     with np.errstate(all="ignore"):
         value = ufunc(arr[at].astype(wide), tile[inside].astype(wide))
     arr[at] = store_cast(s.dst.dtype, value)
 
 
-__all__ = ["first_replica", "slot_table"]
+__all__ = ["block_atomic", "first_replica", "scalar_atomic", "slot_table"]

@@ -74,3 +74,29 @@ def _binop(op: str, a: Interval, b: Interval) -> Interval | None:
             return a
         return 0, b[1] - 1
     return None
+
+
+def work_grows_with(body, v: Var, ranges: dict[Var, Interval]) -> bool:
+    """Some loop of `body` runs more iterations for larger `v` (a causal attention's key loop):
+    launching those blocks first keeps the last wave from being a few long blocks. The order of
+    blocks is not part of the program's meaning, so reversing an axis changes only the
+    schedule."""
+    from .stmt import For, LetStmt
+    from .visitor import walk
+
+    r = ranges.get(v)
+    if r is None or r[0] == r[1]:
+        return False
+
+    def extents(value: int) -> list:
+        env = {**ranges, v: (value, value)}
+        out = []
+        for s in walk(body):
+            if isinstance(s, LetStmt) and (b := bound(s.value, env)) is not None:
+                env[s.var] = b
+            elif isinstance(s, For):
+                out.append(bound(s.extent, env))
+        return out
+
+    return any(lo is not None and hi is not None and hi[0] > lo[0] and hi[1] > lo[1]
+               for lo, hi in zip(extents(r[0]), extents(r[1])))

@@ -20,8 +20,11 @@ Tile IR (tests/passes/test_lower_tile_ops.py). The rules, per op class: passes/l
                                                        store_shared(A_s_t1, A_s, ...)
         T.gemm(A_s, B_s, acc)                          ... dot(A_s_t2, B_s_t3, acc, out=acc)
 
-Shared and fragment buffers touched outside tile ops and T.Parallel (scalar code) are TC502,
-as on the CUDA backend.
+Scalar code (outside tile ops and T.Parallel) may read and write global, shared, local and
+var buffers: the VM runs it as the interpreter does (block/vm_scalar.py for shared elements) and
+the CUDA printer runs a block-level store to memory once per block (codegen/block_cuda/
+scalar.py). Fragments there, and the tiles a T.Pipelined loop stages, are TC502. Tile ops on
+local/var buffers (copy, fill, cumsum) become that scalar code (lowering/local.py).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from tilecraft.ir.visitor import stmt_exprs, walk_expr
 from .context import KernelState
 from .lowering import RULES, LowerContext
 from .lowering.context import not_lowered
+from .lowering.local import lower_local, on_local
 
 
 def lower_tile_ops(state: KernelState) -> None:
@@ -99,14 +103,19 @@ def _outside_kernel(root: Stmt, kernel: KernelLaunch) -> list[Stmt]:
     return out
 
 
-def _scalar(s: Stmt) -> None:
-    """Scalar code may not touch shared memory or fragments (only tile ops and T.Parallel do)."""
+def _scalar(cx: LowerContext, s: Stmt) -> None:
+    """Scalar code may not touch fragments (each thread holds only part of one: only tile ops
+    and T.Parallel do) nor the shared tiles a pipelined loop stages."""
     bufs = [s.buffer] if isinstance(s, BufferStore) else []
     bufs += [x.buffer for e in stmt_exprs(s) for x in walk_expr(e) if isinstance(x, BufferLoad)]
     for b in bufs:
-        if b.scope in ("shared", "fragment"):
+        if b.scope == "fragment":
             raise not_lowered(s.span, f"`{b.name}` ({b.scope}) accessed outside T.Parallel and "
                               "tile operations", hint="use a T.Parallel loop or a tile op")
+        if b.scope == "shared" and b in cx.staged:
+            raise not_lowered(s.span, f"the pipelined tile `{b.name}` accessed outside "
+                              "T.Parallel and tile operations",
+                              hint="use a T.Parallel loop or a tile op")
 
 
 def _stmt(cx: LowerContext, s: Stmt) -> Stmt:
@@ -114,10 +123,10 @@ def _stmt(cx: LowerContext, s: Stmt) -> Stmt:
         return SeqStmt.create([_stmt(cx, c) for c in s.stmts])
     with at_span(s.span):
         if isinstance(s, (For, While)):
-            _scalar(s)
+            _scalar(cx, s)
             return dataclasses.replace(s, body=_stmt(cx, s.body))
         if isinstance(s, If):
-            _scalar(s)
+            _scalar(cx, s)
             other = None if s.else_body is None else _stmt(cx, s.else_body)
             return dataclasses.replace(s, then_body=_stmt(cx, s.then_body), else_body=other)
         if isinstance(s, Allocate):
@@ -126,12 +135,15 @@ def _stmt(cx: LowerContext, s: Stmt) -> Stmt:
             t = cx.define(s.buffer)
             cls = AllocateShared if s.buffer.scope == "shared" else AllocateRegister
             return cls.create(t, span=s.span)
+        if isinstance(s, TileOp) and on_local(s):  # per-thread arrays: scalar code
+            _scalar(cx, s)
+            return SeqStmt.create(lower_local(cx, s))
         rule = RULES.get(type(s))
         if rule is not None:
             if not isinstance(s, ParallelLoop):
-                _scalar(s)  # region starts and fill values are scalar code
+                _scalar(cx, s)  # region starts and fill values are scalar code
             return SeqStmt.create(rule(cx, s))
         if isinstance(s, (TileOp, KernelLaunch)):
             raise not_lowered(s.span, type(s).__name__)
-        _scalar(s)  # lets, stores, evaluate, break: the kernel's scalar code
+        _scalar(cx, s)  # lets, stores, evaluate, break: the kernel's scalar code
         return s

@@ -26,6 +26,7 @@ from .lower_tile_ops import lower_tile_ops
 from .pipeline_copies import pipeline_copies
 from .plan_pipeline import plan_pipeline
 from .plan_shared_memory import plan_shared_memory
+from .schedule_blocks import schedule_blocks
 from .schedule_loads import schedule_loads
 
 
@@ -51,6 +52,7 @@ PASSES: tuple[Pass, ...] = (
     _p("lower_tile_ops", lower_tile_ops, requires={"layouts", "smem_plan"},
        produces={"block_program"}),
     _p("pipeline_copies", pipeline_copies, requires={"block_program"}, produces={"pipelined"}),
+    _p("schedule_blocks", schedule_blocks, requires={"pipelined"}, produces={"blocks_scheduled"}),
 )
 
 

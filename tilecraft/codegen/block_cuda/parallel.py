@@ -6,8 +6,13 @@ when the tensor has the loop's layout, else a constant slot table (the same on e
 folded by the unrolled loop). Shared tensors are addressed through their layouts, global tensors
 row-major. A mixin of `BlockPrinter` (printer.py).
 
-Not printed yet (TC502 at the line): a register index that is not the loop variables, slots that
-differ between threads, scalar atomics and `T.call_extern` inside the loop.
+Scalar atomics in the body act once per logical element (atomics.py). Not printed yet (TC502 at
+the line): a register index that is not the loop variables, slots that differ between threads,
+and `T.call_extern` inside the loop.
+
+A body `x[...] = T.if_then_else(a <op> b, u, v)` whose margin a - b is affine in the loop
+variables (a causal mask) prints three element loops behind one test of the margin's range over
+the tile (uniform_select.py): all-true stores u, all-false v, the mixed tiles select per element.
 """
 
 from __future__ import annotations
@@ -16,27 +21,59 @@ import numpy as np
 
 from tilecraft.block import RegisterTensor, SharedTensor
 from tilecraft.block.parallel import ParallelCompute
-from tilecraft.ir import BufferLoad, BufferStore, For, If, LetStmt, SeqStmt, Var
+from tilecraft.ir import Atomic, BufferLoad, BufferStore, For, If, LetStmt, SeqStmt, Var
 from tilecraft.ir.expr import const_int
+from tilecraft.ir.ranges import bound
 
 from ..cuda.cexpr import ctype
 from ..cuda.indexing import frag_coords
+from .atomics import AtomicPrinter
+from .uniform_select import uniform_select
+
+HOLDS_C = {">=": "({} >= 0)".format, ">": "({} > 0)".format, "<=": "({} <= 0)".format,
+           "<": "({} < 0)".format}
 
 
-class ParallelPrinter:
+class ParallelPrinter(AtomicPrinter):
     def _ParallelCompute(self, s: ParallelCompute) -> None:
         lay = s.layout
         saved = self.par
         self.par = s
         self.w(f"// parallel over {list(lay.shape)}: {lay}")
+        split = uniform_select(s, self.exprs.ranges)
+        decided = split.decided() if split is not None else None
+        if split is None:
+            self.element_loop(s, s.body)
+        elif decided is not None:  # the same on every tile
+            self.w(f"// the condition is {'true' if decided else 'false'} on the whole tile")
+            self.element_loop(s, split.branch(decided))
+        else:  # a mask uniform on most tiles (causal): decided once per tile
+            holds = HOLDS_C[split.op]
+            self.open("")  # (the next such loop declares d_lo and d_hi again)
+            self.w(f"const {ctype(split.lo.dtype)} d_lo = {self.p(split.lo)}, "
+                   f"d_hi = {self.p(split.hi)};  // the range of the condition's margin")
+            self.open(f"if ({holds('d_lo')} && {holds('d_hi')})")
+            self.element_loop(s, split.branch(True))
+            self.close()
+            self.open(f"else if (!{holds('d_lo')} && !{holds('d_hi')})")
+            self.element_loop(s, split.branch(False))
+            self.close()
+            self.open("else")
+            self.element_loop(s, s.body)
+            self.close()
+            self.close()
+        self.par = saved
+
+    def element_loop(self, s: ParallelCompute, body) -> None:
+        """`body` once per register of the thread, the loop variables bound to its element."""
+        lay = s.layout
         self.w("#pragma unroll")
         self.open(f"for (int li = 0; li < {lay.local_size}; ++li)")
         for v, c, n in zip(s.vars, frag_coords(lay, "tid", "li"), lay.shape):
             self.w(f"const int {self.var_name(v)} = {c};")
             self.exprs.ranges[v] = (0, n - 1)
-        self.par_stmt(s.body)
+        self.par_stmt(body)
         self.close()
-        self.par = saved
 
     def par_stmt(self, s) -> None:
         if isinstance(s, SeqStmt):
@@ -47,6 +84,8 @@ class ParallelPrinter:
         elif isinstance(s, BufferStore):
             target = self.element(s, s.buffer, s.indices)
             self.w(f"{target} = tc::cast<{ctype(s.buffer.dtype)}>({self.p(s.value)});")
+        elif isinstance(s, Atomic):
+            self.par_atomic(s)
         elif isinstance(s, If):
             self.open(f"if ({self.p(s.cond)})")
             self.par_stmt(s.then_body)
@@ -57,6 +96,9 @@ class ParallelPrinter:
                 self.close()
         elif isinstance(s, For) and s.kind in ("serial", "unrolled"):
             v = self.var_name(s.var)
+            first, n = bound(s.start, self.exprs.ranges), bound(s.extent, self.exprs.ranges)
+            if first is not None and n is not None and n[1] > 0:  # from the extent's interval
+                self.exprs.ranges[s.var] = (first[0], first[1] + n[1] - 1)
             self.open(f"for (int {v} = {self.p(s.start)}; {v} < {self.p(s.start + s.extent)}; "
                       f"++{v})")
             self.par_stmt(s.body)
@@ -81,6 +123,8 @@ class ParallelPrinter:
         if buf.scope == "global":
             flat, _ = self.global_flat(_Global(buf), idx)
             return f"{self.name(buf, buf.name)}[{flat}]"
+        if buf.scope in ("local", "var"):  # the thread's own copy (scalar.py)
+            return self.scalar_ref(at, buf, indices)
         raise self.refuse(at, f"an access to the {buf.scope} buffer `{buf.name}`")
 
     def register_slot(self, at, t: RegisterTensor, indices) -> str:

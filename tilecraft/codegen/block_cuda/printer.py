@@ -8,14 +8,16 @@ forms: `dot` and `reduce` stage their operands through shared memory (each threa
 the outputs it holds), `copy_async` copies when issued (a program the VM accepts never touches
 a pending copy's destination before the wait, so it cannot tell the difference).
 
-Statements and allocation are here; transfers in transfer.py, computation in compute.py.
+Control flow and allocation are here; the kernel's scalar code (stores once per block, while,
+break, local arrays and vars, 64-bit lets) in scalar.py; transfers in transfer.py, computation
+in compute.py.
 
 Names: the printer owns every identifier. User tensors and variables print as `name_` (the
 CUDA emitter's rule: a trailing underscore no printer-declared name has); `tid`, `li`, `k`,
 `tc_smem`, `acc` are the printer's.
 
 Not printed yet (TC502 at the instruction's line): `allocate_global`, `view_global`, `view`,
-`print`, and scalar stores or loops other than serial/unrolled `for`, `if` and `let`.
+`print`, and thread indices (T.get_thread_binding: the block program does not bind them).
 """
 
 from __future__ import annotations
@@ -26,17 +28,22 @@ from tilecraft.block import AllocateRegister, AllocateShared, BlockProgram, Regi
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import BufferLoad, For, If, LetStmt, SeqStmt, UseSwizzle, Var
 from tilecraft.ir.expr import const_int
+from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import walk
 
 from ..cuda.cexpr import ExprPrinter, ctype
 from .compute import ComputePrinter
+from .debug import DebugPrinter
 from .parallel import ParallelPrinter
+from .scalar import ScalarPrinter
+from .scan import ScanPrinter
 from .tma import TmaPrinter
 from .transfer import TransferPrinter
 from .wgmma import WgmmaPrinter
 
 
-class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, ParallelPrinter):
+class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, ParallelPrinter,
+                   ScanPrinter, DebugPrinter, ScalarPrinter):
     def __init__(self, program: BlockProgram, plans: dict | None = None):
         self.program = program
         self.plans = plans or {}  # id(instruction) -> its selection plan (block/select.py)
@@ -47,10 +54,12 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
         self.lines: list[str] = []
         self.depth = 1
         self.names: dict[object, str] = {}
-        self.smem = 0  # bytes of the arena given out (user tensors, then scratch)
+        self.smem_plan = None  # the shared tensors' offsets (block/smem_plan.py)
         self.scratch = 0  # bytes of the largest dot/reduce staging area
         self.elem: dict[Var, str] = {}  # element placeholders -> C (inside per-register loops)
+        self.written_by_one: set = set()  # global buffers thread 0 alone updates: no __restrict__
         self.exprs = ExprPrinter(self.var_name, self.load, {})
+        self.scalar_setup()  # per-thread values, 64-bit lets (scalar.py)
 
     # ---- names and expressions ----------------------------------------------------------------
     def name(self, key, user: str) -> str:
@@ -69,17 +78,12 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
         return self.elem.get(v) or self.name(v, v.name)
 
     def load(self, e: BufferLoad) -> str:
+        if e.buffer.scope in ("local", "var"):  # each thread's own copy (scalar.py)
+            return self.scalar_ref(self.current, e.buffer, e.indices)
         if self.par is not None:
             return self.par_load(e)
-        if e.buffer.scope == "global":  # block-level scalar code: every thread reads the element
-            from .parallel import _Global
-            from .transfer import small
-
-            wide = not small(e.buffer)
-            flat, _ = self.global_flat(_Global(e.buffer), [self.wide_p(i, wide) for i in e.indices])
-            return f"{self.name(e.buffer, e.buffer.name)}[{flat}]"
-        raise self.refuse(self.current, f"a scalar load of the {e.buffer.scope} tensor "
-                          f"`{e.buffer.name}` outside a parallel loop")
+        # block-level scalar code: every thread reads the element (scalar.py)
+        return self.scalar_ref(self.current, e.buffer, e.indices)
 
     def p(self, e) -> str:
         return self.exprs(e)
@@ -106,16 +110,18 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
         if isinstance(s, SeqStmt):
             for c in s.stmts:
                 self.stmt(c)
-        elif isinstance(s, For) and s.kind in ("serial", "unrolled", "pipelined"):
+        elif isinstance(s, For) and s.kind in ("serial", "unrolled", "pipelined", "vectorized"):
             v = self.var_name(s.var)
             start, end = self.p(s.start), self.p(s.start + s.extent)
-            lo, n = const_int(s.start), const_int(s.extent)
-            if lo is not None and n is not None and n > 0:
-                self.exprs.ranges[s.var] = (lo, lo + n - 1)  # plain C arithmetic on indices
+            lo, n = bound(s.start, self.exprs.ranges), bound(s.extent, self.exprs.ranges)
+            if lo is not None and n is not None and n[1] > 0:  # plain C arithmetic on indices
+                self.exprs.ranges[s.var] = (lo[0], lo[1] + n[1] - 1)
             if any(getattr(x, "asynchronous", False) for x in walk(s.body)):
                 # ptxas (NVRTC 13.0, 13.5) was seen to hoist accumulator reads of the code after
                 # an unrolled wgmma mainloop above its final wait
                 self.w("#pragma unroll 1")
+            elif s.kind == "unrolled":
+                self.w("#pragma unroll")
             self.open(f"for (int {v} = {start}; {v} < {end}; ++{v})")
             self.stmt(s.body)
             self.close()
@@ -132,7 +138,7 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
                 self.stmt(s.else_body)
                 self.close()
         elif isinstance(s, LetStmt):
-            self.w(f"const {ctype(s.var.dtype)} {self.var_name(s.var)} = {self.p(s.value)};")
+            self.let(s)  # (scalar.py: 64-bit where it feeds a 64-bit index)
         elif type(self.plans.get(id(s))).__name__ == "Fused":
             self.w(f"// {type(s).__name__} of `{s.out.buffer.name}`: inside the dot below")
         else:
@@ -159,11 +165,9 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
 
     def _AllocateShared(self, s: AllocateShared) -> None:
         t = s.out
-        align = 1024 if t.layout.swizzle is not None else 128  # (TMA and wgmma: whole periods)
-        self.smem = -(-self.smem // align) * align
+        offset = self.smem_plan.offsets[t.buffer]  # (block/smem_plan.py)
         self.w(f"{ctype(t.dtype)}* {self.tensor(t)} = reinterpret_cast<{ctype(t.dtype)}*>"
-               f"(tc_smem + {self.smem});  // {t.layout}")
-        self.smem += t.layout.cosize * t.dtype.bits // 8
+               f"(tc_smem + {offset});  // {t.layout}")
 
     def cast(self, dtype, e) -> str:
         return f"tc::cast<{ctype(dtype)}>({self.p(e)})"
@@ -183,12 +187,15 @@ def print_cuda(program: BlockProgram, target=None) -> PrintedKernel:
     (verified first; instructions selected by block/select.py for `target`, a
     tilecraft.targets.Target or an arch string: None selects nothing it may lack, e.g. wgmma)."""
     from tilecraft.block.barriers import insert_barriers
+    from tilecraft.block.smem_plan import plan_shared
     from tilecraft.block.select import CopyAsyncPlan, VectorPlan, select_instructions
 
     from ..cuda.build import include_lines
 
     program.verify()
-    program = insert_barriers(program)  # the GPU's barriers for the VM's block-synchronous steps
+    smem = plan_shared(program.body)  # tensors with disjoint lifetimes share bytes
+    # the GPU's barriers for the VM's block-synchronous steps (and for the bytes shared)
+    program = insert_barriers(program, smem.groups)
     if isinstance(target, str):  # an arch: its reference chip (what it has: wgmma, ...)
         from tilecraft.targets import target_from_arch
 
@@ -198,6 +205,7 @@ def print_cuda(program: BlockProgram, target=None) -> PrintedKernel:
             target = None
     plans = select_instructions(program, target)
     pr = BlockPrinter(program, plans)
+    pr.smem_plan = smem
     pr.w("extern __shared__ __align__(1024) unsigned char tc_smem[];")
     pr.w("const int tid = threadIdx.x;")
     swz = next((s for s in walk(program.body) if isinstance(s, UseSwizzle)), None)
@@ -209,18 +217,23 @@ def print_cuda(program: BlockProgram, target=None) -> PrintedKernel:
              f"{b0}, {b1});")
     for k, (v, axis, g) in enumerate(zip(bvars, "xyz", program.grid)):
         if not (swz is not None and len(bvars) >= 2 and k < 2):
-            pr.w(f"const int {pr.var_name(v)} = blockIdx.{axis};")
+            if k < len(program.reversed_axes) and program.reversed_axes[k]:
+                pr.w(f"const int {pr.var_name(v)} = gridDim.{axis} - 1 - blockIdx.{axis};  "
+                     "// the blocks with the longest loops start first")
+            else:
+                pr.w(f"const int {pr.var_name(v)} = blockIdx.{axis};")
         if const_int(g) is not None:
             pr.exprs.ranges[v] = (0, const_int(g) - 1)
     pr.stmt(program.body)
-    user = -(-pr.smem // 128) * 128
+    user = -(-smem.size // 128) * 128
     body = "\n".join(pr.lines).replace("SCRATCH", str(user))
     sig = []
     for p in program.params:
         if isinstance(p, Var):
             sig.append(f"const {ctype(p.dtype)} {pr.var_name(p)}")
         else:
-            sig.append(f"{ctype(p.dtype)}* __restrict__ {pr.tensor(p)}")
+            restrict = "" if p.buffer in pr.written_by_one else " __restrict__"
+            sig.append(f"{ctype(p.dtype)}*{restrict} {pr.tensor(p)}")
     dims = dynamic_dims(program)
     sig += [f"const int {pr.var_name(v)}" for v in dims]
     sig += [f"const __grid_constant__ tc::TensorMap {m}" for m in pr.tensor_maps]

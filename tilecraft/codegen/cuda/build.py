@@ -14,12 +14,11 @@ import re
 from dataclasses import dataclass
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import (BinOp, Buffer, Cast, Const, For, Gemm, LetStmt, PrimFunc, UseSwizzle,
-                          Var)
-from tilecraft.ir.ranges import bound
+from tilecraft.ir import BinOp, Buffer, Cast, Const, Gemm, PrimFunc, UseSwizzle, Var
+from tilecraft.ir.ranges import work_grows_with
 from tilecraft.ir.visitor import walk
-from tilecraft.passes import lower
 from tilecraft.options import CompileOptions
+from tilecraft.passes import lower
 
 from .cexpr import ctype
 from .emitter import KernelEmitter
@@ -119,28 +118,6 @@ def _eval(e, dims: dict[str, int]):
     raise TilecraftError("TC502", detail=f"grid size `{e}`", hint="")
 
 
-def _work_grows_with(kernel, v: Var, ranges: dict) -> bool:
-    """Some loop runs more iterations for larger `v` (a causal attention's key loop): launching
-    those blocks first keeps the last wave from being a few long blocks. The order of blocks
-    is not part of the program's meaning, so reversing an axis changes only the schedule."""
-    r = ranges.get(v)
-    if r is None or r[0] == r[1]:
-        return False
-
-    def extents(value: int) -> list:
-        env = {**ranges, v: (value, value)}
-        out = []
-        for s in walk(kernel.body):
-            if isinstance(s, LetStmt) and (b := bound(s.value, env)) is not None:
-                env[s.var] = b
-            elif isinstance(s, For):
-                out.append(bound(s.extent, env))
-        return out
-
-    return any(lo is not None and hi is not None and hi[0] > lo[0] and hi[1] > lo[1]
-               for lo, hi in zip(extents(r[0]), extents(r[1])))
-
-
 def _options(arch: str | None, options: CompileOptions | None) -> CompileOptions:
     """`options`, else the defaults for `arch` (the environment is read in jit.py, not here)."""
     if options is None:
@@ -193,7 +170,7 @@ def generate_cuda(func: PrimFunc, arch: str | None = None,
     else:
         rest, start = bvars, 0
     for i, v in enumerate(rest):
-        if _work_grows_with(kernel, v, em.ranges):
+        if work_grows_with(kernel.body, v, em.ranges):
             em.w(f"const int {em.name(v)} = gridDim.{axes[start + i]} - 1 - blockIdx."
                  f"{axes[start + i]};  // the blocks with the longest loops start first")
         else:

@@ -6,7 +6,7 @@ are dropped).
                                        uint4 load (or cp.async in a pipeline), swizzled store
     T.copy(C_f, C[by*128, bx*128]) ->  per thread: its registers of C_f, guarded stores
     T.copy(A[bx, 0:8], L_local)    ->  every thread copies the whole region (private arrays)
-A global -> shared copy whose destination still holds its tile is skipped (copy_reuse.py).
+A global -> shared copy whose destination still holds its tile is skipped (passes/copy_reuse.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import re
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Copy
+from tilecraft.passes.copy_reuse import reused_copies
 
 from .cexpr import ctype, zero
-from .copy_reuse import reused_copies
 from .indexing import frag_coords, replica_index
 from .regions import in_bounds, region_index, tile_shape, vector_aligned
 

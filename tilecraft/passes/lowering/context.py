@@ -28,6 +28,7 @@ from tilecraft.ir import Buffer, BufferRegion
 from tilecraft.layout import Fragment, make_swizzled_layout
 
 from ..context import KernelState
+from ..copy_reuse import reused_copies
 from ..layout_inference.free import free_layout
 
 
@@ -66,6 +67,9 @@ class LowerContext:
         self.tensors: dict[Buffer, BlockTensor] = {}
         self._temps = 0
         self._producers = {id(p) for plan in state.pipelines.values() for p in plan.producers}
+        self._reused = reused_copies(state, alone=False)
+        # the shared tiles pipelined loops stage (pipeline_copies reallocates them)
+        self.staged = {p.dst.buffer for plan in state.pipelines.values() for p in plan.producers}
 
     # ---- tensors ----------------------------------------------------------------------------
     def define(self, buf: Buffer) -> BlockTensor:
@@ -111,6 +115,10 @@ class LowerContext:
         if not all(isinstance(e, int) for e in r.extents):
             raise not_lowered(span, f"a region of `{r.buffer.name}` with a dynamic extent")
         return tuple(e for e in r.extents if e != 1) or (1,)
+
+    def is_reused(self, op) -> bool:
+        """`op` copies a tile its shared destination still holds (passes/copy_reuse.py)."""
+        return id(op) in self._reused
 
     def is_producer(self, op) -> bool:
         """`op` is a copy a T.Pipelined loop issues stages ahead (plan_pipeline)."""

@@ -16,7 +16,9 @@ whole shared tile, one dtype: plan_pipeline) become asynchronous copies, each co
                                            copy_async_commit_group()
                                            copy_async_wait_group(0)
 
-and passes/pipeline_copies.py turns the loop into stages. A dtype change is a `cast`
+and passes/pipeline_copies.py turns the loop into stages. A global -> shared copy whose
+destination still holds the tile (a second pass over a row: passes/copy_reuse.py) lowers to
+nothing. A dtype change is a `cast`
 in registers (moving data never converts). Region starts are the instructions' offsets, and the
 region's non-unit dims the tile's `dims`.
 """
@@ -34,6 +36,8 @@ from .context import LowerContext, not_lowered
 @rule(Copy)
 def lower_copy(cx: LowerContext, op: Copy) -> list:
     src, dst, span = op.src, op.dst, op.span
+    if cx.is_reused(op):
+        return []  # the destination still holds the tile (passes/copy_reuse.py)
     if cx.is_producer(op) and dst.is_full() and src.dtype == dst.dtype:
         shape = cx.region_tile(src, span)
         tile = cx.tensor(dst.buffer, span)

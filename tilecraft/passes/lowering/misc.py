@@ -6,24 +6,28 @@
     T.print(acc, "acc")                        ->  print(acc, msg='acc')
 
 Reductions and cumsums work on whole fragments. A tile atomic's source is a whole fragment or a
-memory region (loaded into a register tile first); its destination global memory. Kept as Tile
-IR statements (the VM runs them as the interpreter does): scalar atomics outside T.Parallel
-(once per block), T.print of a scalar, T.device_assert, and the hints T.use_swizzle and
-T.annotate_layout (they do not change results; the printer reads them).
+memory region (loaded into a register tile first); into global memory it is
+`atomic_<kind>_global`, into shared memory a `parallel` over the source's layout applying the
+scalar atomic to each element. Kept as Tile IR statements (the VM runs them as the interpreter
+does): scalar atomics outside T.Parallel (once per block; global or shared memory), T.print of a
+scalar or of a local array, T.device_assert, and the hints T.use_swizzle and T.annotate_layout
+(they do not change results; the printer reads them).
 """
 
 from __future__ import annotations
 
 from tilecraft.block import Cast, Print, ReduceRegister
-from tilecraft.block.parallel import AtomicGlobal, CumSumRegister
+from tilecraft.block.parallel import AtomicGlobal, CumSumRegister, ParallelCompute
 from tilecraft.ir import (
     AnnotateLayout,
     Atomic,
+    BufferLoad,
     BufferRegion,
     CumSum,
     DeviceAssert,
     Reduce,
     UseSwizzle,
+    Var,
 )
 from tilecraft.ir import Print as TilePrint
 from tilecraft.ir.tileops import REDUCE_KINDS
@@ -85,8 +89,9 @@ def _memory_tile(cx: LowerContext, r: BufferRegion, span) -> tuple[int, ...]:
 @rule(Atomic)
 def lower_atomic(cx: LowerContext, op: Atomic) -> list:
     span, dst = op.span, op.dst
-    if dst.buffer.scope != "global":
-        raise not_lowered(span, f"T.atomic_{op.kind} on {dst.buffer.scope} memory")
+    if dst.buffer.scope not in ("global", "shared"):
+        raise not_lowered(span, f"T.atomic_{op.kind} on {dst.buffer.scope} memory",
+                          hint="atomics act on global or shared memory")
     if not isinstance(op.src, BufferRegion):
         return [op]  # a scalar atomic, once per block: the interpreter's statement
     out: list = []
@@ -96,6 +101,8 @@ def lower_atomic(cx: LowerContext, op: Atomic) -> list:
         value = cx.temp(op.src.buffer.name, op.src.dtype,
                         cx.copy_layout(shape, op.src.dtype), span, out)
         out.append(cx.load(op.src, value, span))
+    if dst.buffer.scope == "shared":
+        return out + [_shared_tile_atomic(cx, op, value)]
     if value.dtype != dst.dtype:  # converted first, as on the GPU
         conv = cx.temp(dst.buffer.name, dst.dtype, value.layout, span, out)
         out.append(Cast.create(value, conv, span=span))
@@ -106,20 +113,37 @@ def lower_atomic(cx: LowerContext, op: Atomic) -> list:
     return out
 
 
+def _shared_tile_atomic(cx: LowerContext, op: Atomic, value) -> ParallelCompute:
+    """A tile atomic into shared memory as a `parallel` over the source's layout whose body is
+    the scalar atomic of each element (once per logical element; converted to dst's dtype
+    first, as the tile form does): `for i, j in parallel(...): atomic_add(S[r + i, c + j],
+    v[i, j])`."""
+    dst = op.dst
+    dims = cx.dims_of(dst, value.shape, op.span)
+    vars = tuple(Var.create(f"i{k}") for k in range(value.ndim))
+    starts = list(dst.starts)
+    for d, v in zip(dims, vars):
+        starts[d] = starts[d] + v
+    scalar = Atomic(op.kind, BufferRegion(dst.buffer, tuple(starts), (1,) * len(starts)),
+                    BufferLoad.create(value.buffer, vars), op.span)
+    return ParallelCompute.create(vars, value.layout, scalar,
+                                  (value, cx.tensor(dst.buffer, op.span)), span=op.span)
+
+
 @rule(TilePrint)
 def lower_print(cx: LowerContext, op: TilePrint) -> list:
-    if not isinstance(op.value, BufferRegion):
-        return [op]
-    r = op.value
+    if not isinstance(op.value, BufferRegion) or op.value.buffer.scope in ("local", "var"):
+        return [op]  # a scalar, or thread 0's own copy of a local array: scalar code
+    r = op.value  # the interpreter's header names the region: `label`
     if r.is_full():
-        return [Print.create(cx.tensor(r.buffer, op.span), op.msg, span=op.span)]
+        return [Print.create(cx.tensor(r.buffer, op.span), op.msg, span=op.span, label=str(r))]
     out: list = []
     whole = cx.whole_fragment(r, op.span)  # a part of a fragment: TC502
     assert whole is None
     shape = cx.region_tile(r, op.span)
     tile = cx.temp(r.buffer.name, r.dtype, cx.copy_layout(shape, r.dtype), op.span, out)
     out.append(cx.load(r, tile, op.span))
-    out.append(Print.create(tile, op.msg, span=op.span))
+    out.append(Print.create(tile, op.msg, span=op.span, label=str(r), gather=True))
     return out
 
 

@@ -9,7 +9,8 @@ runs the body per (thread, local element) and checks that every register element
 touches belongs to that thread (TC610), the promise the CUDA printer relies on.
 
 The body may hold stores, lets, `if`s, serial loops, `T.call_extern`s and scalar atomics on
-global memory; anything else (a tile op, a nested T.Parallel, a while loop) is TC502.
+global or shared memory (once per logical element of the loop, however replicated its layout);
+anything else (a tile op, a nested T.Parallel, a while loop, an atomic on registers) is TC502.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ _BODY = (SeqStmt, BufferStore, LetStmt, If, For, Evaluate)
 def _check_body(loop: ParallelLoop) -> None:
     for s in walk(loop.body):
         if isinstance(s, Atomic):
-            if isinstance(s.src, BufferRegion) or s.dst.buffer.scope != "global":
+            if isinstance(s.src, BufferRegion) or s.dst.buffer.scope not in ("global", "shared"):
                 raise not_lowered(s.span, f"T.atomic_{s.kind} on {s.dst.buffer.scope} memory "
                                   "inside T.Parallel")
         elif not isinstance(s, _BODY):
@@ -50,7 +51,8 @@ def lower_parallel(cx: LowerContext, loop: ParallelLoop) -> list:
     _check_body(loop)
     bufs = []
     for s in walk(loop.body):
-        found = [s.buffer] if isinstance(s, BufferStore) else []
+        found = [s.buffer] if isinstance(s, BufferStore) else \
+            [s.dst.buffer] if isinstance(s, Atomic) else []
         found += [x.buffer for e in stmt_exprs(s) for x in walk_expr(e)
                   if isinstance(x, BufferLoad)]
         bufs += [b for b in found if b.scope in ("fragment", "shared") and b not in bufs]

@@ -1,0 +1,108 @@
+"""Scalar atomics of block programs as CUDA: `T.atomic_<kind>(dst[idx], value)` on global or
+shared memory, with the interpreter's meaning (docs/language.md; interp/ops/copy.py):
+
+* inside a `parallel` instruction, once per logical element of the loop: with a replicated
+  layout only the replica whose `replica_index` is 0 performs it;
+* at block level, once per block (thread 0), unless it depends on the thread (a thread index,
+  or control flow on one: block/threads.py), then in every thread.
+
+Each prints as `tc::atomic_<kind>(&dst[offset], tc::cast<T>(value))` (include/tilecraft/
+atomic.cuh): the hardware atomic where there is one, else a compare-and-swap loop on the aligned
+word holding the element (8/16-bit integers and floats, fp8, 64-bit max/min of floats), which
+computes as the interpreter does (float sums of narrow floats in float, rounded once; integers
+wrap; max/min propagate NaN). The value converts to dst's dtype first, as on the interpreter.
+Shared elements are addressed through the tensor's layout, global ones row-major. A global
+tensor that thread 0 alone updates is printed without `__restrict__` (`written_by_one`): other
+threads' loads of it must not be kept in registers across barriers.
+
+    T.atomic_add(C[j], A[bx, j])     ->  if ((tid / 64) == 0) tc::atomic_add(&C_[j_],
+                                               tc::cast<float>(A_[((bx_ * 64) + j_)]));
+
+A mixin of `BlockPrinter` (printer.py), through `ParallelPrinter`.
+"""
+
+from __future__ import annotations
+
+from tilecraft.block import AllocateShared, SharedTensor
+from tilecraft.block.parallel import ParallelCompute
+from tilecraft.ir import Atomic, BufferRegion, For, LetStmt, Var
+from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
+
+from ..cuda.cexpr import ctype
+from ..cuda.indexing import replica_index
+
+
+class AtomicPrinter:
+    def _Atomic(self, s: Atomic) -> None:
+        """A block-level atomic (a Tile IR statement lowering kept)."""
+        if isinstance(s.src, BufferRegion):  # (lowering makes tile atomics instructions)
+            raise self.refuse(s, f"the tile form of T.atomic_{s.kind}")
+        buf = s.dst.buffer
+        if buf.scope == "shared":
+            t = self._shared_tensors().get(buf)
+            if t is None:
+                raise self.refuse(s, f"T.atomic_{s.kind} on the unallocated `{buf.name}`")
+            ref = f"{self.tensor(t)}[{self.shared_offset(s, t, [self.p(i) for i in s.dst.starts])}]"
+        elif buf.scope == "global":
+            from .parallel import _Global
+            from .transfer import small
+
+            idx = [self.wide_p(i, not small(buf)) for i in s.dst.starts]
+            ref = f"{self.name(buf, buf.name)}[{self.global_flat(_Global(buf), idx)[0]}]"
+        else:
+            raise self.refuse(s, f"T.atomic_{s.kind} on the {buf.scope} buffer `{buf.name}`")
+        once = not self._thread_dependence().per_thread(s)
+        self._atomic_call(s, ref, "tid == 0" if once else None)
+
+    def par_atomic(self, s: Atomic) -> None:
+        """An atomic inside the current `parallel`: once per logical element."""
+        if isinstance(s.src, BufferRegion) or s.dst.buffer.scope not in ("global", "shared"):
+            raise self.refuse(s, f"T.atomic_{s.kind} on {s.dst.buffer.scope} memory")
+        ref = self.element(s, s.dst.buffer, s.dst.starts)
+        owner = replica_index(self.par.layout, "tid")
+        self._atomic_call(s, ref, f"({owner}) == 0" if owner else None)
+
+    def _atomic_call(self, s: Atomic, ref: str, guard: str | None) -> None:
+        buf = s.dst.buffer
+        if guard is not None and buf.scope == "global":
+            self.written_by_one.add(buf)
+        call = (f"tc::atomic_{s.kind}(&{ref}, tc::cast<{ctype(buf.dtype)}>({self.p(s.src)}));"
+                f"  // T.atomic_{s.kind}")
+        self.w(f"if ({guard}) {call}" if guard else call)
+
+    def _shared_tensors(self) -> dict:
+        if getattr(self, "_shared_of", None) is None:
+            self._shared_of = {x.out.buffer: x.out for x in walk(self.program.body)
+                               if isinstance(x, AllocateShared)
+                               and isinstance(x.out, SharedTensor)}
+        return self._shared_of
+
+    def _thread_dependence(self):
+        if getattr(self, "_threads", None) is None:
+            from tilecraft.block.threads import ThreadValues
+
+            self._threads = ThreadValues(self.program.body, thread_indices(self.program))
+        return self._threads
+
+
+def thread_indices(program) -> set:
+    """The variables `program` uses without binding them: its thread indices
+    (T.get_thread_binding)."""
+    bound = {p for p in program.params if isinstance(p, Var)} | set(program.block_vars)
+    for p in program.params:
+        bound.update(d for d in getattr(getattr(p, "buffer", None), "shape", ())
+                     if isinstance(d, Var))
+    used: set = set()
+    stack = [program.body]
+    while stack:
+        for x in walk(stack.pop()):
+            if isinstance(x, (LetStmt, For)):
+                bound.add(x.var)
+            elif isinstance(x, ParallelCompute):
+                bound.update(x.vars)
+                stack.append(x.body)
+            used.update(v for e in stmt_exprs(x) for v in walk_expr(e) if isinstance(v, Var))
+    return used - bound
+
+
+__all__ = ["AtomicPrinter"]
