@@ -220,3 +220,18 @@ def test_gemm_operands_follow_the_accumulators_warps_so_mma_is_selected():
         program = lowered_program(lower(make(cfg).func, A100_SXM))
         (dot,) = [s for s in walk(program.body) if isinstance(s, Dot)]
         assert select_dot(dot, program.num_threads) is not None, name
+
+
+def test_shared_tiles_a_parallel_loop_only_reads_are_loaded_into_registers_first():
+    """The RMSNorm's normalising loop reads X_chunk[i, j] and g_chunk[j]: both become register
+    tiles in the loop's layout (g_chunk's reduced over i) loaded by load_shared (vectors),
+    and the program still computes the interpreter's bits."""
+    from tilecraft.block import LoadShared, ParallelCompute
+
+    func = _func(make(next(c for c in CONFIGS if c[0] == "rmsnorm_silu")))
+    program = _assert_lowering_matches(func)
+    loops = [s for s in walk(program.body) if isinstance(s, ParallelCompute)]
+    loads = [s for s in walk(program.body) if isinstance(s, LoadShared)]
+    assert {ld.src.name for ld in loads} >= {"X_chunk", "g_chunk"}
+    for loop in loops:  # no shared tensor is read element by element any more
+        assert not any(t.buffer.scope == "shared" for t in loop.tensors)

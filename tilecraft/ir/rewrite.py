@@ -33,6 +33,12 @@ def _fold(e: Any) -> Any:
     return e
 
 
+def map_exprs(node: Any, fn) -> Any:
+    """`node` with every expression `e` for which `fn(e)` is not None replaced by it (outermost
+    first; a replacement is not visited again)."""
+    return _map(node, lambda n: fn(n) if isinstance(n, Expr) else None)
+
+
 def replace_stmt(root: Stmt, old: Stmt, new: Stmt) -> Stmt:
     """`root` with the statement that *is* `old` (identity) replaced by `new`."""
     return _map(root, lambda n: new if n is old else None)

@@ -8,12 +8,27 @@ Its layout is `state.loop_layouts[id(loop)]` (layout inference maps every Parall
 runs the body per (thread, local element) and checks that every register element the body
 touches belongs to that thread (TC610), the promise the CUDA printer relies on.
 
+A shared tile the body only reads, at the loop's own variables (`X_s[i, j]`, or `g_s[j]` of a
+subset of them, in order, covering the tile), is first loaded into registers in the loop's
+layout (reduced over the variables it does not use), and the body reads those registers:
+
+    for i, j in T.Parallel(4, 64):     ->  X_s_t1 = allocate_register(f16[4, 64], <loop>)
+        y[i, j] = X_s[i, j] * g_s[j]       load_shared(X_s, offset=[0, 0], out=X_s_t1)
+                                           g_s_t2 = allocate_register(f16[64], <loop>.reduce(0))
+                                           load_shared(g_s, offset=[0], out=g_s_t2)
+                                           for i, j in parallel(4, 64, layout=<loop>):
+                                               y[i, j] = X_s_t1[i, j] * g_s_t2[j]
+
+so the loads are vectors of whole 16 bytes (selection) instead of one element at a time.
+
 The body may hold stores, lets, `if`s, serial loops, `T.call_extern`s and scalar atomics on
 global or shared memory (once per logical element of the loop, however replicated its layout);
 anything else (a tile op, a nested T.Parallel, a while loop, an atomic on registers) is TC502.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from tilecraft.block.parallel import ParallelCompute
 from tilecraft.ir import (
@@ -46,9 +61,45 @@ def _check_body(loop: ParallelLoop) -> None:
             raise not_lowered(s.span, f"{type(s).__name__} inside T.Parallel")
 
 
+def _hoisted_reads(cx: LowerContext, loop: ParallelLoop, layout, out: list) -> dict:
+    """Shared buffer -> the register tile its reads in the body become (see the module doc)."""
+    from tilecraft.block import LoadShared
+
+    written = {s.buffer for s in walk(loop.body) if isinstance(s, BufferStore)}
+    written |= {s.dst.buffer for s in walk(loop.body) if isinstance(s, Atomic)}
+    uses: dict = {}
+    for s in walk(loop.body):
+        for e in stmt_exprs(s):
+            for x in walk_expr(e):
+                if isinstance(x, BufferLoad) and x.buffer.scope == "shared":
+                    uses.setdefault(x.buffer, set()).add(tuple(x.indices))
+    hoisted = {}
+    for buf, forms in uses.items():
+        if buf in written or len(forms) != 1:
+            continue
+        (idx,) = forms
+        pos = [next((k for k, v in enumerate(loop.vars) if v is i), None) for i in idx]
+        if (None in pos or pos != sorted(set(pos)) or buf.static_shape is None
+                or tuple(buf.static_shape) != tuple(loop.extents[k] for k in pos)):
+            continue
+        lay = layout
+        for d in reversed(range(len(loop.vars))):
+            if d not in pos:
+                lay = lay.reduce(d, keepdim=False)
+        t = cx.temp(buf.name, buf.dtype, lay, loop.span, out)
+        out.append(LoadShared.create(cx.tensor(buf, loop.span), t, span=loop.span))
+        hoisted[buf] = t
+    return hoisted
+
+
 @rule(ParallelLoop)
 def lower_parallel(cx: LowerContext, loop: ParallelLoop) -> list:
     _check_body(loop)
+    out: list = []
+    layout = cx.state.loop_layouts[id(loop)]
+    hoisted = _hoisted_reads(cx, loop, layout, out)
+    if hoisted:
+        loop = dataclasses.replace(loop, body=_read_registers(loop.body, hoisted))
     bufs = []
     for s in walk(loop.body):
         found = [s.buffer] if isinstance(s, BufferStore) else \
@@ -56,6 +107,18 @@ def lower_parallel(cx: LowerContext, loop: ParallelLoop) -> list:
         found += [x.buffer for e in stmt_exprs(s) for x in walk_expr(e)
                   if isinstance(x, BufferLoad)]
         bufs += [b for b in found if b.scope in ("fragment", "shared") and b not in bufs]
-    tensors = [cx.tensor(b, loop.span) for b in bufs]
-    layout = cx.state.loop_layouts[id(loop)]
-    return [ParallelCompute.create(loop.vars, layout, loop.body, tensors, span=loop.span)]
+    registers = {t.buffer: t for t in hoisted.values()}
+    tensors = [registers[b] if b in registers else cx.tensor(b, loop.span) for b in bufs]
+    return out + [ParallelCompute.create(loop.vars, layout, loop.body, tensors, span=loop.span)]
+
+
+def _read_registers(body, hoisted: dict):
+    """`body` with the loads of hoisted shared buffers reading their register tiles."""
+    from tilecraft.ir.rewrite import map_exprs
+
+    def swap(e):
+        if isinstance(e, BufferLoad) and e.buffer in hoisted:
+            return dataclasses.replace(e, buffer=hoisted[e.buffer].buffer)
+        return None
+
+    return map_exprs(body, swap)
