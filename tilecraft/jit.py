@@ -149,16 +149,10 @@ class JITKernel:
         return self._cuda
 
     def _build_cuda(self) -> RuntimeKernel:
-        try:
-            from tilecraft.codegen.cuda.build import build_cuda_kernel
-        except ImportError:
-            raise TilecraftError(
-                "TC502",
-                span=self.func.span,
-                detail="CUDA code generation",
-                hint="run on the interpreter (CPU tensors or "
-                "TILECRAFT_INTERPRET=1) until the CUDA backend lands",
-            ) from None
+        """Lower the kernel to a block program (or take the one written at the Tilus level),
+        print it with codegen/block_cuda, compile and wrap it. TILECRAFT_BLOCK_PRINTER=0 prints
+        Tile IR kernels with the old CUDA emitters instead (kept for side-by-side measurements
+        until they are removed)."""
         from tilecraft.args import written_params
         from tilecraft.options import CompileOptions
         from tilecraft.runtime import ArgChecker, RuntimeKernel
@@ -166,16 +160,18 @@ class JITKernel:
         func = self.func
         options = CompileOptions.from_env(self.arch)
         program = self._block_program()
-        if program is None and options.block_printer:  # the Tile IR through the middle IR
+        if program is None and options.block_printer:  # Tile IR: lowered to block instructions
             from tilecraft.passes import lower
             from tilecraft.passes.lower_tile_ops import lowered_program
 
             program = lowered_program(lower(func, options))
-        if program is not None:  # a block program (the Tilus level): the block printer
+        if program is not None:
             from tilecraft.codegen.block_cuda import build_block_kernel
 
             cuda = build_block_kernel(program, options.target.arch)
-        else:
+        else:  # the old path
+            from tilecraft.codegen.cuda.build import build_cuda_kernel
+
             cuda = build_cuda_kernel(func, options=options)
         built = cuda.runtime
         checker = ArgChecker(

@@ -11,11 +11,12 @@ without it.
 The environment variables (each "0" turns its switch off): TILECRAFT_WGMMA (wgmma on sm_90a;
 else mma.sync), TILECRAFT_WGMMA_PIPE (wgmma groups left running across mainloop iterations),
 TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async), TILECRAFT_TMA_EMPTY (per-stage
-mbarriers free the stages of a TMA + wgmma mainloop; else a CTA barrier); TILECRAFT_BLOCK_PRINTER
-("1" turns it on: Tile IR kernels are printed from their lowered block program by
-codegen/block_cuda, the middle-IR path that replaces the emitters; a kernel lowering cannot
-express is refused at its line); TILECRAFT_ARCH (the arch when none is given) and
-TILECRAFT_DUMP_IR (a directory: the IR after each pass).
+mbarriers free the stages of a TMA + wgmma mainloop of the emitters; else a CTA barrier);
+TILECRAFT_BLOCK_PRINTER ("0" turns it off: Tile IR kernels are printed by the old CUDA emitters
+from the Tile IR, kept for side-by-side measurements until they are removed; by default they are
+printed from their lowered block program by codegen/block_cuda, the middle-IR path);
+TILECRAFT_ARCH (the arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after
+each pass).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def switches_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ..
     a kernel built before `TILECRAFT_TMA=0` was set is not reused after)."""
     env = os.environ if environ is None else environ
     return (*(env.get(var, "1") for var in _SWITCHES.values()),
-            env.get("TILECRAFT_BLOCK_PRINTER", "0"))
+            env.get("TILECRAFT_BLOCK_PRINTER", "1"))
 
 
 class CompileOptions(Frozen):
@@ -45,7 +46,7 @@ class CompileOptions(Frozen):
                  "block_printer", "dump_ir")
 
     def __init__(self, target: Target, *, wgmma: bool = True, wgmma_pipeline: bool = True,
-                 tma: bool = True, tma_empty_barriers: bool = True, block_printer: bool = False,
+                 tma: bool = True, tma_empty_barriers: bool = True, block_printer: bool = True,
                  dump_ir: str | None = None):
         _set(self, "target", target)
         _set(self, "wgmma", wgmma)
@@ -69,7 +70,7 @@ class CompileOptions(Frozen):
         target = target_from_arch(arch) if arch else current_target(environ=env)
         off = {name: env.get(var, "1") == "0" for name, var in _SWITCHES.items()}
         return cls(target, **{name: not o for name, o in off.items()},
-                   block_printer=env.get("TILECRAFT_BLOCK_PRINTER", "0") == "1",
+                   block_printer=env.get("TILECRAFT_BLOCK_PRINTER", "1") != "0",
                    dump_ir=env.get("TILECRAFT_DUMP_IR") or None)
 
     def key(self) -> tuple[str, ...]:

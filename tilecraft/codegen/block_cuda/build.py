@@ -25,6 +25,7 @@ class BlockKernel:
         )
 
         self.program = program
+        _check_scalars(program)
         printed, compiled = _compiled(program, arch)
         self.source, name, smem = printed.source, printed.name, printed.smem
         params = []
@@ -50,6 +51,17 @@ class BlockKernel:
 
     def __call__(self, *args) -> None:
         self.runtime(*args)
+
+
+def _check_scalars(program: BlockProgram) -> None:
+    """A scalar parameter of a dtype no kernel argument has is TC311 (as on every path)."""
+    from tilecraft.diagnostics import TilecraftError
+    from tilecraft.runtime.params import SCALAR_KINDS
+
+    for p in program.params:
+        if isinstance(p, Var) and p.dtype.name not in SCALAR_KINDS:
+            raise TilecraftError("TC311", span=p.span, param=p.name, dtype=p.dtype.name,
+                                 kinds=", ".join(SCALAR_KINDS))
 
 
 def min_blocks_per_sm(program: BlockProgram) -> int:
