@@ -30,19 +30,19 @@ def test_nothing_below_jit_reads_the_environment():
 
 
 def test_the_environment_turns_switches_off():
-    env = {"TILECRAFT_WGMMA": "0", "TILECRAFT_TMA_EMPTY": "0", "TILECRAFT_ARCH": "sm_80",
+    env = {"TILECRAFT_WGMMA": "0", "TILECRAFT_TMA": "0", "TILECRAFT_ARCH": "sm_80",
            "TILECRAFT_DUMP_IR": "/tmp/ir"}
     o = CompileOptions.from_env(environ=env)
-    assert (o.target.arch, o.wgmma, o.wgmma_pipeline, o.tma, o.tma_empty_barriers, o.dump_ir) \
-        == ("sm_80", False, True, True, False, "/tmp/ir")
+    assert (o.target.arch, o.wgmma, o.wgmma_pipeline, o.tma, o.dump_ir) \
+        == ("sm_80", False, True, False, "/tmp/ir")
     assert CompileOptions.from_env("sm_90a", environ=env).target.arch == "sm_90a"  # given wins
 
 
 def test_every_switch_changes_the_key_and_the_dump_directory_does_not():
     base = CompileOptions.for_arch("sm_90a")
     keys = {base.key()} | {base.replace(**{s: False}).key()
-                           for s in ("wgmma", "wgmma_pipeline", "tma", "tma_empty_barriers")}
-    assert len(keys) == 5
+                           for s in ("wgmma", "wgmma_pipeline", "tma")}
+    assert len(keys) == 4
     assert base.replace(dump_ir="/tmp/x").key() == base.key()
     assert CompileOptions.for_arch("sm_80").key() != base.key()
 

@@ -150,29 +150,21 @@ class JITKernel:
 
     def _build_cuda(self) -> RuntimeKernel:
         """Lower the kernel to a block program (or take the one written at the Tilus level),
-        print it with codegen/block_cuda, compile and wrap it. TILECRAFT_BLOCK_PRINTER=0 prints
-        Tile IR kernels with the old CUDA emitters instead (kept for side-by-side measurements
-        until they are removed)."""
+        print it with codegen/block_cuda, compile and wrap it."""
         from tilecraft.args import written_params
+        from tilecraft.codegen.block_cuda import build_block_kernel
         from tilecraft.options import CompileOptions
+        from tilecraft.passes import lower
+        from tilecraft.passes.lower_tile_ops import lowered_program
         from tilecraft.runtime import ArgChecker, RuntimeKernel
 
         func = self.func
         options = CompileOptions.from_env(self.arch)
-        program = self._block_program()
-        if program is None and options.block_printer:  # Tile IR: lowered to block instructions
-            from tilecraft.passes import lower
-            from tilecraft.passes.lower_tile_ops import lowered_program
-
-            program = lowered_program(lower(func, options))
-        if program is not None:
-            from tilecraft.codegen.block_cuda import build_block_kernel
-
-            cuda = build_block_kernel(program, options.target.arch)
-        else:  # the old path
-            from tilecraft.codegen.cuda.build import build_cuda_kernel
-
-            cuda = build_cuda_kernel(func, options=options)
+        program, prepared = self._block_program(), None
+        if program is None:  # Tile IR: the pass pipeline lowers it to block instructions
+            state = lower(func, options)
+            program, prepared = lowered_program(state), state.prepared
+        cuda = build_block_kernel(program, options.target.arch, prepared)
         built = cuda.runtime
         checker = ArgChecker(
             built.params,
@@ -332,13 +324,8 @@ def _write_debug(root: str, name: str, text: str) -> None:
 
 
 def _lowered_grid(cuda: Any) -> tuple | None:
-    """The IR of the grid the code generator launched (None when the build does not say)."""
-    program = getattr(cuda, "program", None)  # a block program (codegen/block_cuda)
-    if program is not None:
-        return program.grid
-    state = getattr(getattr(cuda, "generated", None), "state", None)
-    launch = getattr(state, "kernel", None)
-    return None if launch is None else launch.grid
+    """The IR of the grid the block program launches."""
+    return cuda.program.grid
 
 
 _JIT_KEYWORDS = ("out_idx", "target", "arch", "cache", "debug_nans", "debug_root_path")

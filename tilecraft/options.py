@@ -9,14 +9,9 @@ without it.
     gen = generate_cuda(func, options=opts.replace(tma=False))
 
 The environment variables (each "0" turns its switch off): TILECRAFT_WGMMA (wgmma on sm_90a;
-else mma.sync), TILECRAFT_WGMMA_PIPE (wgmma groups left running across mainloop iterations),
-TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async), TILECRAFT_TMA_EMPTY (per-stage
-mbarriers free the stages of a TMA + wgmma mainloop of the emitters; else a CTA barrier);
-TILECRAFT_BLOCK_PRINTER ("0" turns it off: Tile IR kernels are printed by the old CUDA emitters
-from the Tile IR, kept for side-by-side measurements until they are removed; by default they are
-printed from their lowered block program by codegen/block_cuda, the middle-IR path);
-TILECRAFT_ARCH (the arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after
-each pass).
+else mma.sync), TILECRAFT_WGMMA_PIPE (a pipelined loop's lone wgmma dot left running across
+iterations), TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async); TILECRAFT_ARCH (the
+arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after each pass).
 """
 
 from __future__ import annotations
@@ -28,32 +23,27 @@ from tilecraft._frozen import Frozen, _set
 from tilecraft.targets import Target, current_target, detect_target, target_from_arch
 
 _SWITCHES = {"wgmma": "TILECRAFT_WGMMA", "wgmma_pipeline": "TILECRAFT_WGMMA_PIPE",
-             "tma": "TILECRAFT_TMA", "tma_empty_barriers": "TILECRAFT_TMA_EMPTY"}
+             "tma": "TILECRAFT_TMA"}
 
 
 def switches_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The environment's code-generation switches as they stand (a cheap part of in-memory keys:
     a kernel built before `TILECRAFT_TMA=0` was set is not reused after)."""
     env = os.environ if environ is None else environ
-    return (*(env.get(var, "1") for var in _SWITCHES.values()),
-            env.get("TILECRAFT_BLOCK_PRINTER", "1"))
+    return tuple(env.get(var, "1") for var in _SWITCHES.values())
 
 
 class CompileOptions(Frozen):
     """The target and the code-generation switches of one build (see the module doc)."""
 
-    __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "tma_empty_barriers",
-                 "block_printer", "dump_ir")
+    __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "dump_ir")
 
     def __init__(self, target: Target, *, wgmma: bool = True, wgmma_pipeline: bool = True,
-                 tma: bool = True, tma_empty_barriers: bool = True, block_printer: bool = True,
-                 dump_ir: str | None = None):
+                 tma: bool = True, dump_ir: str | None = None):
         _set(self, "target", target)
         _set(self, "wgmma", wgmma)
         _set(self, "wgmma_pipeline", wgmma_pipeline)
         _set(self, "tma", tma)
-        _set(self, "tma_empty_barriers", tma_empty_barriers)
-        _set(self, "block_printer", block_printer)
         _set(self, "dump_ir", dump_ir)
 
     @classmethod
@@ -70,10 +60,8 @@ class CompileOptions(Frozen):
         target = target_from_arch(arch) if arch else current_target(environ=env)
         off = {name: env.get(var, "1") == "0" for name, var in _SWITCHES.items()}
         return cls(target, **{name: not o for name, o in off.items()},
-                   block_printer=env.get("TILECRAFT_BLOCK_PRINTER", "1") != "0",
                    dump_ir=env.get("TILECRAFT_DUMP_IR") or None)
 
     def key(self) -> tuple[str, ...]:
         """What the generated code depends on (the dump directory does not change it)."""
-        return (repr(self.target), *(f"{n}={getattr(self, n)}" for n in _SWITCHES),
-                f"block_printer={self.block_printer}")
+        return (repr(self.target), *(f"{n}={getattr(self, n)}" for n in _SWITCHES))

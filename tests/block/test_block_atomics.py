@@ -239,7 +239,6 @@ def _gpu(monkeypatch, func, arrays):
     fp8 moved through integer views of the same bytes)."""
     import torch
 
-    monkeypatch.setenv("TILECRAFT_BLOCK_PRINTER", "1")
     kernel = tilecraft.compile(func, target="cuda")
     ints = [getattr(torch, f"int{8 * a.itemsize}") for a in arrays]
     dev = [torch.from_numpy(a.view(f"i{a.itemsize}").copy()).cuda()

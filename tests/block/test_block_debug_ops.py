@@ -3,8 +3,8 @@ then the block printer): the lowered program runs on the VM as the Tile IR on th
 (the same values, the same printed lines, the same failing assert); the printed CUDA compiles
 (NVRTC, sm_90a and sm_80, no spills) and says what the CUDA emitter's says (the interpreter's
 header lines, the user's file and line in the assert, the emitter's scan forms). GPU (marked
-`gpu`): the CUDA emitter's GPU tests of these ops (tests/codegen/test_debug_ops.py), run with
-TILECRAFT_BLOCK_PRINTER=1."""
+`gpu`): the GPU tests of these ops in tests/codegen/test_debug_ops.py, with checks that the
+kernel came from the block printer."""
 
 import contextlib
 import io
@@ -194,44 +194,39 @@ def test_device_assert_names_the_users_file_and_line(use_statement):
     assert f"device assertion failed: A must be non-negative at {file}:{line}" in src
 
 
-# ---- on the GPU: the CUDA emitter's tests, through the block printer ---------------------------
-
-@pytest.fixture
-def block_path(monkeypatch):
-    monkeypatch.setenv("TILECRAFT_BLOCK_PRINTER", "1")  # (subprocesses inherit it)
-
+# ---- on the GPU -------------------------------------------------------------------------------
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg", CUMSUMS, ids=IDS)
-def test_cumsum_on_the_block_path_matches_torch(cfg, block_path):
+def test_cumsum_on_the_block_path_matches_torch(cfg):
     kernel = tilecraft.compile(_cumsum(cfg), target="cuda")
     assert "from the block program" in kernel.get_kernel_source()
     dbg.test_cumsum_on_cuda_matches_torch(cfg)
 
 
 @pytest.mark.gpu
-def test_cumsum_at_an_odd_negative_column_on_the_block_path(block_path):
+def test_cumsum_at_an_odd_negative_column_on_the_block_path():
     partial.test_gpu_copies_starting_before_the_tensor_match_the_interpreter(
         partial.shared_tile_at_odd_negative_column)
 
 
 @pytest.mark.gpu
-def test_passing_device_assert_on_the_block_path(block_path):
+def test_passing_device_assert_on_the_block_path():
     dbg.test_passing_device_assert_leaves_the_result_alone()
 
 
 @pytest.mark.gpu
-def test_failing_device_assert_on_the_block_path_raises_and_names_the_line(block_path):
+def test_failing_device_assert_on_the_block_path_raises_and_names_the_line():
     dbg.test_failing_device_assert_raises_in_torch_and_names_the_line()
 
 
 @pytest.mark.gpu
-def test_print_on_the_block_path_writes_every_blocks_lines(block_path):
+def test_print_on_the_block_path_writes_every_blocks_lines():
     dbg.test_print_on_cuda_writes_every_blocks_lines()
 
 
 @pytest.mark.gpu
-def test_annotated_layout_on_the_block_path_gives_every_element_of_a_row_one_sum(block_path):
+def test_annotated_layout_on_the_block_path_gives_every_element_of_a_row_one_sum():
     import torch
 
     kernel = tilecraft.compile(replicas.row_sum_over_two_lanes.func, target="cuda")

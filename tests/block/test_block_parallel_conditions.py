@@ -160,7 +160,6 @@ def test_the_causal_attention_through_the_block_path_matches_torch(monkeypatch, 
                                                                    block_N, threads):
     import torch
 
-    monkeypatch.setenv("TILECRAFT_BLOCK_PRINTER", "1")
     fa = load("flash_attention")
     batch, seq_len, heads, dim = 2, 512, 3, 128
     kernel = fa.flash_attention(batch, heads, seq_len, dim, True, block_M=block_M,

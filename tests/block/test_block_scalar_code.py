@@ -280,13 +280,12 @@ def test_a_copy_from_a_fragment_to_a_local_array_is_tc502_at_its_line():
         test_a_copy_from_a_fragment_to_a_local_array_is_tc502_at_its_line)
 
 
-# ---- on the GPU, through TILECRAFT_BLOCK_PRINTER=1 ------------------------------------------
+# ---- on the GPU -------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", list(KERNELS))
 def test_gpu_scalar_code_on_the_block_path_matches_the_interpreter(name, monkeypatch):
     import torch
 
-    monkeypatch.setenv("TILECRAFT_BLOCK_PRINTER", "1")
     k, scalars = KERNELS[name]
     func = _f(k)
     arrays = _inputs(func, scalars, seed=1)

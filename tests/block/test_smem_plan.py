@@ -82,3 +82,63 @@ def test_the_first_write_of_a_tile_sharing_bytes_waits_for_the_last_reads_of_the
              if type(s).__name__ in ("StoreShared", "LoadShared", "Synchronize")]
     assert alone == ["StoreShared", "Synchronize", "LoadShared", "StoreShared", "Synchronize",
                      "LoadShared"]  # (separate bytes: b's write need not wait for a's reads)
+
+
+def test_the_vm_with_the_arena_shows_a_tensor_clobbered_by_one_sharing_its_bytes(monkeypatch):
+    """run(..., arena=True) puts shared tensors where the plan does: a plan that let `b` take
+    the bytes of `a` while `a` is still to be read would change the result, the real one not."""
+    import numpy as np
+
+    import tilecraft.block.smem_plan as sp
+    from tilecraft.block.vm import run
+
+    g = GlobalTensor.create("g", "float32", (16, 32))
+    out = GlobalTensor.create("out", "float32", (16, 32))
+    a = SharedTensor.create("a", "float32", (16, 32))
+    b = SharedTensor.create("b", "float32", (16, 32))
+    r = RegisterTensor.create("r", "float32", ROWS)
+    z = RegisterTensor.create("z", "float32", ROWS)
+    body = [AllocateShared.create(a), AllocateShared.create(b), AllocateRegister.create(r),
+            AllocateRegister.create(z, init=0.0), LoadGlobal.create(g, r),
+            StoreShared.create(r, a), StoreShared.create(z, b), LoadShared.create(a, r),
+            StoreGlobal.create(r, out)]
+    program = BlockProgram.create("p", (g, out), (1,), 128, body)
+    x = np.random.default_rng(0).standard_normal((16, 32)).astype(np.float32)
+    y = np.zeros_like(x)
+    run(program, [x, y], arena=True)
+    np.testing.assert_array_equal(y, x)  # the plan keeps a and b apart: both are alive
+
+    def overlapping(body):
+        plan = plan_shared(body)
+        plan.offsets = dict.fromkeys(plan.offsets, 0)
+        return plan
+
+    monkeypatch.setattr(sp, "plan_shared", overlapping)
+    y = np.zeros_like(x)
+    run(program, [x, y], arena=True)
+    assert (y == 0).all()  # b's zeros overwrote a
+
+
+def test_a_kernel_whose_arena_exceeds_the_limit_is_tc503_at_the_kernel():
+    import pytest
+
+    import tilecraft.language as T
+    from tilecraft.codegen.block_cuda.build import generate_block
+    from tilecraft.diagnostics import TilecraftError
+
+    @T.prim_func
+    def big(A: T.Tensor((256, 256), "float32"), B: T.Tensor((256, 256), "float32")):
+        with T.Kernel(1, threads=128) as bx:  # marker: big kernel
+            S = T.alloc_shared((256, 256), "float32")  # 256 KB alive with T
+            U = T.alloc_shared((256, 256), "float32")
+            T.copy(A, S)
+            T.copy(A, U)
+            for i, j in T.Parallel(256, 256):
+                B[i, j] = S[i, j] + U[i, j]
+
+    with pytest.raises(TilecraftError) as err:
+        generate_block(lowered_program(lower(big, H100_SXM)), "sm_90a")
+    assert err.value.code == "TC503"
+    assert err.value.line == Path(__file__).read_text().splitlines().index(
+        next(ln for ln in Path(__file__).read_text().splitlines()
+             if "# marker: big kernel" in ln and "next(" not in ln)) + 1

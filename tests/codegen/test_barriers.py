@@ -1,5 +1,8 @@
 """Barrier placement around shared memory in the generated CUDA (races the planner relies on
-not existing): a shared write after a shared read gets a barrier on every path."""
+not existing): a shared write after a shared read gets a barrier on every path. The printed
+instructions are commented `// <instruction>  (line N)`."""
+
+import re
 
 import tilecraft
 import tilecraft.language as T
@@ -15,6 +18,21 @@ def _barrier_before(text: str, marker: str) -> bool:
     at = text.find(marker)
     assert at >= 0, f"{marker!r} not in the generated code"
     return "__syncthreads();" in text[:at]
+
+
+def _after_block(text: str, opener: str) -> str:
+    """`text` after the `{ ... }` block whose `{` ends the first line holding `opener`."""
+    i = text.index("{", text.index(opener))
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[j + 1:]
+    raise AssertionError(f"unbalanced braces after {opener!r}")
+
+
+def _smem_offset(src: str, name: str) -> int:
+    return int(re.search(rf"\b{name}_ = reinterpret_cast<.*>\(tc_smem \+ (\d+)\)", src)[1])
 
 
 @tilecraft.jit
@@ -34,12 +52,40 @@ def reread_before_pipeline():
     return k
 
 
-def test_pipeline_prologue_waits_for_earlier_reads():
+def test_a_loop_overwriting_what_was_read_before_it_waits_for_the_reads():
     src = _source(reread_before_pipeline)
-    before_prologue = src.split("for (int pre = 0;")[0]
-    last_read = before_prologue.rfind("T.copy s (shared) -> acc")
+    before_loop, loop = src.split("for (int ko_ = 0;")
+    last_read = before_loop.rfind("// load_shared(s,")
     assert last_read >= 0
-    assert "__syncthreads();" in before_prologue[last_read:]
+    first_write = re.search(r"// (store_shared\(\w+, s,|copy_async\w*\(s\b)", loop)
+    assert first_write is not None
+    assert "__syncthreads();" in before_loop[last_read:] + loop[:first_write.start()]
+
+
+@tilecraft.jit
+def read_before_pipeline_with_reused_bytes():
+    @T.prim_func
+    def k(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s0 = T.alloc_shared((64, 64), "float16")
+            s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A[0, 0], s0)
+            T.copy(s0, acc)  # the last read of s0, whose bytes the pipeline's setup reuses
+            for ko in T.Pipelined(4, num_stages=2):
+                T.copy(A[ko * 64, 0], s)
+                T.copy(s, acc)
+            T.copy(acc, B[0, 0])
+
+    return k
+
+
+def test_pipeline_prologue_waits_for_earlier_reads_of_the_bytes_it_reuses():
+    src = _source(read_before_pipeline_with_reused_bytes)
+    # the TMA pipeline's mbarriers take the bytes of s0, dead after its last read
+    assert _smem_offset(src, "s0") <= _smem_offset(src, "s_full") < _smem_offset(src, "s0") + 8192
+    after_read = src[src.rindex("// load_shared(s0,"):]
+    assert _barrier_before(after_read, "// mbarrier_init(s_full")
 
 
 @tilecraft.jit
@@ -62,7 +108,9 @@ def branchy(flag):
 
 def test_else_branch_write_after_read_gets_a_barrier():
     src = _source(lambda: branchy(0))
-    assert _barrier_before(src.split("} else {")[1], "T.copy B (global) -> s (shared)")
+    then = src[src.index("if ((A_[0] > 0.0f)) {"):src.index("else {")]
+    assert _barrier_before(then, "// store_shared(f, s,")
+    assert _barrier_before(src.split("else {")[1], "// store_shared(")
 
 
 @tilecraft.jit
@@ -85,8 +133,9 @@ def scalar_store_in_one_branch():
 
 def test_a_scalar_store_in_the_then_branch_is_synced_before_a_later_read():
     src = _source(scalar_store_in_one_branch)
-    after_if = src.split("} else {")[1].split("\n  }\n", 1)[1]
-    assert _barrier_before(after_if, "T.copy s (shared) -> f")
+    assert "s_[(tx_1_)] = " in src.split("else {")[0]  # the scalar store in the then branch
+    after_if = _after_block(src, "else {")
+    assert _barrier_before(after_if, "// load_shared(s,")
 
 
 @tilecraft.jit
@@ -109,8 +158,9 @@ def scalar_store_then_break():
 
 def test_a_scalar_store_before_a_break_is_synced_before_a_later_read():
     src = _source(scalar_store_then_break)
-    after_loop = src.split("break;")[1].split("\n  }\n", 1)[1]
-    assert _barrier_before(after_loop, "T.copy s (shared) -> f")
+    after_loop = _after_block(src, "for (int i_ = 0;")
+    assert "break;" in src.split(after_loop)[0]
+    assert _barrier_before(after_loop, "// load_shared(s,")
 
 
 @tilecraft.jit
@@ -131,4 +181,4 @@ def scalar_store_then_tile_write():
 
 def test_a_tile_write_after_a_scalar_store_waits_for_it():
     src = _source(scalar_store_then_tile_write)
-    assert _barrier_before(src.split("s_[tx_1_] = 0.0f;")[1], "T.copy A (global) -> s")
+    assert _barrier_before(src.split("s_[(tx_1_)] = 0.0f;")[1], "// store_shared(")

@@ -56,7 +56,7 @@ def test_read_modify_write_at_block_level_is_thread_0s():
 
 def test_the_block_reads_what_thread_0_stored_after_a_barrier():
     src = _body(rmw_and_read_back)
-    assert _syncs_between(src, "A_[s_] =", "T.copy A (global)") == 1
+    assert _syncs_between(src, "A_[s_] =", "load_global(A,") == 1
     assert _syncs_between(src, "A_[s_] =", "C_[0] =") == 0
     assert src.count("__syncthreads();") == 1
 
@@ -76,7 +76,7 @@ def test_corner_stores_its_scalars_from_thread_0_after_the_copy_out():
     for src in (_body(corner(64, 4096)), _body(corner(2**16 + 8, 2**15, True))):
         store = _line(src, "<signed char>(A_[")
         assert store.startswith("if (tid == 0) A_[")
-        assert _syncs_between(src, "T.copy f (fragment) -> A (global)", "<signed char>(A_[") == 1
+        assert _syncs_between(src, "store_global(f, A,", "<signed char>(A_[") == 1
 
 
 @tilecraft.jit
@@ -116,8 +116,8 @@ def shared_scalar(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
 
 def test_shared_scalar_store_is_thread_0s_and_lands_before_the_read():
     src = _body(shared_scalar)
-    assert _line(src, "S_[0] =").startswith("if (tid == 0) ")
-    assert _syncs_between(src, "S_[0] =", "T.copy S (shared)") == 1
+    assert _line(src, "S_[(0)] =").startswith("if (tid == 0) ")
+    assert _syncs_between(src, "S_[(0)] =", "load_shared(S,") == 1
     a = np.arange(64, dtype=np.float32)
     b = np.zeros(64, np.float32)
     shared_scalar(a, b)
@@ -193,11 +193,55 @@ def atomic_then_read(A: T.Tensor((64,), "int32"), B: T.Tensor((64,), "int32")):
 def test_a_block_level_atomic_is_thread_0s_and_read_after_a_barrier():
     src = _body(atomic_then_read)
     assert _line(src, "tc::atomic_add").startswith("if (tid == 0) ")
-    assert _syncs_between(src, "tc::atomic_add", "T.copy A (global)") == 1
+    assert _syncs_between(src, "tc::atomic_add", "load_global(A,") == 1
     a = np.zeros(64, np.int32)
     b = np.zeros(64, np.int32)
     atomic_then_read(a, b)
     assert b[3] == 10 and b.sum() == 10
+
+
+@tilecraft.jit
+@T.prim_func
+def thread_coordinates(B: T.Tensor((128,), "int32")):
+    """Three thread dimensions (at the Tilus level: tile-level kernels have one)."""
+    with T.Kernel(1, threads=(32, 2, 2)):
+        x = T.get_thread_binding(0)
+        y = T.get_thread_binding(1)
+        z = T.get_thread_binding(2)
+        T.synchronize()
+        B[(z * 2 + y) * 32 + x] = x + 100 * y + 10000 * z
+
+
+def _tilus_source(factory) -> str:
+    from tilecraft.block.from_kernel import block_program_of
+    from tilecraft.codegen.block_cuda import print_cuda
+
+    return print_cuda(block_program_of(factory.func), "sm_90a").source
+
+
+def test_thread_bindings_are_the_digits_of_the_flat_thread_index():
+    src = _tilus_source(thread_coordinates)
+    assert "const int tx_ = tid % 32;" in src
+    assert "const int ty_ = (tid / 32) % 2;" in src
+    assert "const int tz_ = tid / 64;" in src
+    assert not _line(src, "B_[").startswith("if")  # a store per thread
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from tilecraft.runtime import compile_cuda
+
+    compile_cuda(src, "sm_90a", name="thread_coordinates_kernel", use_cache=False)
+
+
+def test_an_unused_thread_binding_is_not_declared():
+    assert "tx_" not in _body(atomic_then_read)
+
+
+@pytest.mark.gpu
+def test_gpu_thread_bindings_are_threadidx_x_y_z():
+    b = torch.zeros(128, dtype=torch.int32, device="cuda")
+    thread_coordinates(b)
+    t = torch.arange(128)
+    want = t % 32 + 100 * (t // 32 % 2) + 10000 * (t // 64)
+    assert torch.equal(b.cpu(), want.to(torch.int32))
 
 
 KERNELS = [rmw_and_read_back, per_thread_values, shared_scalar, read_then_overwrite, count_up,

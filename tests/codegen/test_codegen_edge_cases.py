@@ -9,42 +9,49 @@ import tilecraft
 import tilecraft.language as T
 from tilecraft.codegen.cuda.build import generate_cuda
 from tilecraft.options import CompileOptions
-from tilecraft.codegen.cuda.emit_gemm import _c_eval
-from tilecraft.codegen.cuda.indexing import swizzle_params
 
 
 def _source(factory, **switches) -> str:
     return generate_cuda(factory.func, options=CompileOptions.for_arch("sm_90a", **switches)).source
 
 
-def _swizzled(cols: int, r: int, c: int) -> int:
-    p, s = swizzle_params(cols)
-    return r * cols + (((c >> 3) ^ ((r >> s) & (p - 1))) << 3) + (c & 7)
+def _c_eval(expr: str, env: dict) -> int:
+    # the printed index expressions use + * / % ^ >> & on non-negative ints: `/` is floor division
+    return eval(expr.replace("/", "//"), {}, dict(env))
 
 
-def _a_rows(src: str, smem: str) -> dict:
-    """{(kk, im): [element offset of this lane's ldmatrix row, per thread]} of the A loads of
-    a T.gemm written out per k16 step (planned `a_smem + off` or direct `&smem[index]`)."""
-    off_decl = re.search(r"const tc::u32 a_off = (.*);  //", src)
-    out, kk = {}, None
-    for ln in src.splitlines():
-        if m := re.search(r"// k16 step (\d+)", ln):
-            kk = int(m.group(1))
-        m = re.search(r"ldmatrix_x4\(a_frag\[(\d+)\], (.*)\);", ln)
-        if not m:
-            continue
-        im, addr = int(m.group(1)), m.group(2)
-        planned = re.fullmatch(r"a_smem \+ (.*) \* 2u", addr)
-        expr = planned.group(1) if planned else re.fullmatch(rf"&{smem}\[(.*)\]", addr).group(1)
-        expr = re.sub(r"(\d+)u\b", r"\1", expr)
-        vals = []
-        for t in range(128):
-            env = {"lane": t % 32, "warp_m": (t // 32) // 2 * 64, "warp_n": (t // 32) % 2 * 64}
-            if planned:
-                env["a_off"] = _c_eval(off_decl.group(1), env)
-            vals.append(_c_eval(expr, env))
-        out[(kk, im)] = vals
+def _ldmatrix_rows(src: str, smem: str) -> list[list[int]]:
+    """For each ldmatrix of shared tile `smem` (in order), the element offset of the row each of
+    the 128 threads supplies: the printed `<tile>_row` declaration and the load's address,
+    evaluated per thread."""
+    rows = dict(re.findall(r"const int (\w+_row) = (.*);  //", src))
+    out = []
+    for addr in re.findall(rf"ldmatrix_x4(?:_trans)?\(.*, &{smem}_\[(.*)\]\);", src):
+        (name,) = re.findall(r"\w+_row", addr)
+        out.append([_c_eval(addr, {name: _c_eval(rows[name], {"tid": t})}) for t in range(128)])
     return out
+
+
+def _shared_layout(factory, name: str):
+    from tilecraft.block import AllocateShared
+    from tilecraft.ir.visitor import walk
+    from tilecraft.passes.lower_tile_ops import lowered_program
+    from tilecraft.passes.pipeline import lower
+    from tilecraft.targets import H100_SXM
+
+    prog = lowered_program(lower(factory.func, H100_SXM))
+    return next(s.out.layout for s in walk(prog.body)
+                if isinstance(s, AllocateShared) and s.out.buffer.name == name)
+
+
+def _reads_exactly(loads: list[list[int]], want: set[int]) -> None:
+    """Each ldmatrix.x4 gives its warp 32 distinct rows, and together they read `want`."""
+    assert loads
+    for vals in loads:
+        for w in range(0, 128, 32):
+            assert len(set(vals[w:w + 32])) == 32
+    got = {v for vals in loads for v in vals}
+    assert got == want, (sorted(got - want)[:4], sorted(want - got)[:4])
 
 
 @tilecraft.jit
@@ -66,13 +73,11 @@ def gemm_on_a_column_slice():
 
 
 def test_gemm_reads_the_slice_it_was_given():
-    rows = _a_rows(_source(gemm_on_a_column_slice()), "As")
-    assert set(rows) == {(kk, im) for kk in range(2) for im in range(4)}
-    for (kk, im), vals in rows.items():
-        for t, v in enumerate(vals):
-            lane, warp_m = t % 32, (t // 32) // 2 * 64
-            r, c = warp_m + im * 16 + lane % 16, 32 + kk * 16 + lane // 16 * 8
-            assert v == _swizzled(64, r, c), (kk, im, t)
+    """The mma.sync path (wgmma off): the A loads read the 8-element rows of columns 32..63."""
+    src = _source(gemm_on_a_column_slice(), wgmma=False)
+    layout = _shared_layout(gemm_on_a_column_slice(), "As")
+    want = {int(layout.offset(r, c)) for r in range(128) for c in range(32, 64, 8)}
+    _reads_exactly(_ldmatrix_rows(src, "As"), want)
 
 
 @tilecraft.jit
@@ -94,13 +99,11 @@ def gemm_on_one_stage_of_a_3d_buffer():
 
 
 def test_gemm_on_a_3d_buffer_reads_its_stage():
-    rows = _a_rows(_source(gemm_on_one_stage_of_a_3d_buffer()), "As")
-    assert set(rows) == {(kk, im) for kk in range(2) for im in range(4)}
-    for (kk, im), vals in rows.items():
-        for t, v in enumerate(vals):
-            lane, warp_m = t % 32, (t // 32) // 2 * 64
-            r, c = warp_m + im * 16 + lane % 16, kk * 16 + lane // 16 * 8
-            assert v == 128 * 32 + r * 32 + c, (kk, im, t)
+    src = _source(gemm_on_one_stage_of_a_3d_buffer(), wgmma=False)
+    layout = _shared_layout(gemm_on_one_stage_of_a_3d_buffer(), "As")
+    want = {int(layout.offset(1, r, c)) for r in range(128) for c in range(0, 32, 8)}
+    assert min(want) >= 128 * 32  # stage 1
+    _reads_exactly(_ldmatrix_rows(src, "As"), want)
 
 
 @tilecraft.jit
@@ -146,8 +149,9 @@ def fragment_rows_of_six():
 
 def test_fragment_vectors_stay_inside_a_run_of_consecutive_registers():
     src = _source(fragment_rows_of_six())
-    steps = [int(x) for x in re.findall(r"for \(int li = 0; li < 6; li \+= (\d+)\)", src)]
-    assert len(steps) == 2 and all(6 % v == 0 for v in steps), steps  # not 4: f[6], f[7]
+    steps = [int(x) for x in re.findall(r"// (?:load|store) in vectors of (\d+)\n", src)]
+    assert len(steps) == 2 and all(v > 1 and 6 % v == 0 for v in steps), steps  # not 4: f[6], f[7]
+    assert len(re.findall(r"for \(int g = 0; g < 3; \+\+g\)", src)) == 2  # 3 vectors of 2
 
 
 def test_ranges_give_up_where_c_arithmetic_wraps():

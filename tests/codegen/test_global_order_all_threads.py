@@ -53,12 +53,12 @@ def _src(k) -> str:
 
 
 def test_a_read_of_what_other_threads_wrote_waits_at_a_barrier():
-    assert _syncs_between(_src(write_then_read_shifted), "A_[", "T.copy A (global)") == 1
+    assert _syncs_between(_src(write_then_read_shifted), "A_[(i_ + 8)] =", "// load_global(A,") == 1
 
 
 def test_an_overwrite_of_what_other_threads_read_waits_at_a_barrier():
     src = _src(read_then_overwrite_shifted)
-    assert _syncs_between(src, "T.copy A (global)", "T.Parallel") == 1
+    assert _syncs_between(src, "// load_global(A,", "// for i in parallel(") == 1
 
 
 def test_reads_and_writes_of_different_tensors_need_no_barrier():

@@ -1,8 +1,9 @@
 """No `__syncthreads()` where some threads of the block do not reach it (they would deadlock the
 others): not under a per-element `if`, not in a loop whose trip count differs between threads,
-not under the guard that lets one replica group run a T.Parallel loop. Shared memory a T.Parallel
-element touches only at its own address is kept in a register for the element (no barrier needed
-between its statements); a cross-element dependence under such control flow is refused (TC502).
+not under the guard that lets one replica group run a T.Parallel loop. A shared tile a T.Parallel
+element touches only at its own address is loaded into registers before the loop and stored back
+after it (no barrier needed between its statements, every replica reads it before any writes); a
+dependence between elements through shared memory inside one loop is refused (TC502).
 The fuzzer's programs that hung on the H100 (seeds below) are checked by their generated CUDA.
 """
 
@@ -96,10 +97,27 @@ def element_if_shared_and_registers():
 
 
 def test_element_private_shared_memory_has_no_barrier_under_per_element_control_flow():
+    from tilecraft.block import LoadShared, ParallelCompute, StoreShared
+    from tilecraft.ir import BufferLoad, BufferStore
+    from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
+    from tilecraft.passes import lower
+    from tilecraft.passes.lower_tile_ops import lowered_program
+    from tilecraft.targets import H100_SXM
+
     for make in (element_if_shared, element_if_shared_and_registers):
         src = generate_cuda(make().func, "sm_90a").source
         assert divergent_barriers(src) == [], make.__name__
-        assert "elem_" in src  # the element's shared value is kept in a register
+        # the elements' shared values are updated in registers, loaded before the loop (every
+        # replica before any writes back) and stored after it
+        body = list(walk(lowered_program(lower(make().func, H100_SXM)).body))
+        (par,) = [s for s in body if isinstance(s, ParallelCompute)]
+        touched = [x.buffer.scope for s in walk(par.body) for e in stmt_exprs(s)
+                   for x in walk_expr(e) if isinstance(x, BufferLoad)]
+        touched += [s.buffer.scope for s in walk(par.body) if isinstance(s, BufferStore)]
+        assert "shared" not in touched, make.__name__
+        at = body.index(par)
+        assert any(isinstance(s, LoadShared) and s.src.name == "s" for s in body[:at])
+        assert any(isinstance(s, StoreShared) and s.dst.name == "s" for s in body[at:])
 
 
 def test_a_cross_element_shared_store_under_a_per_element_if_is_refused():
@@ -121,6 +139,27 @@ def test_a_cross_element_shared_store_under_a_per_element_if_is_refused():
     assert e.value.code == "TC502"
     src_lines = Path(__file__).read_text().splitlines()
     assert src_lines[e.value.line - 1].strip() == "a[i, j] = s[i, j]"
+
+
+def test_a_read_of_what_other_elements_of_the_loop_write_is_refused():
+    """Without control flow too: the interpreter runs the first statement for every element
+    before the second, and the loop has no barrier between them."""
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            a = T.alloc_fragment((64,), "float32")
+            s = T.alloc_shared((64,), "float32")
+            T.copy(A[0], a)
+            for i in T.Parallel(64):
+                s[63 - i] = a[i]
+                a[i] = s[i] * 2.0
+            T.copy(a, B[0])
+
+    with pytest.raises(tilecraft.TilecraftError) as e:
+        generate_cuda(k, "sm_90a")
+    assert e.value.code == "TC502"
+    src_lines = Path(__file__).read_text().splitlines()
+    assert src_lines[e.value.line - 1].strip() == "a[i] = s[i] * 2.0"
 
 
 def _fuzz_func(seed: int, tmp_path: Path):

@@ -1,6 +1,8 @@
 """T.Parallel loops read shared tiles they index at their own variables as 16-byte vectors (one
 vector load per 8 fp16 elements of a thread), not one element at a time."""
 
+import re
+
 import pytest
 import torch
 
@@ -43,8 +45,12 @@ def scaled_rows(write_back=False, wide=False):
 
 
 def _loop(func) -> str:
+    """The code printed for the T.Parallel loop: the shared loads hoisted before it (they carry
+    the loop's line) and the loop itself, up to the store of y."""
     src = generate_cuda(func, "sm_90a").source
-    return src.split("// T.Parallel")[1].split("// T.copy")[0]
+    line = re.search(r"// for i, j in parallel\(.*  \(line (\d+)\)", src).group(1)
+    start = src.rindex("\n", 0, src.index(f"  (line {line})"))
+    return src[start:src.index("// store_global(y, Y, ", start)]
 
 
 def test_a_tile_and_a_broadcast_row_are_read_as_vectors():
@@ -53,9 +59,17 @@ def test_a_tile_and_a_broadcast_row_are_read_as_vectors():
     assert "tc::load_vec<half, 8>(&g_s_[" in loop
 
 
-def test_a_tile_the_loop_writes_is_read_per_element():
+def test_a_tile_the_loop_reads_and_writes_at_its_own_indices_moves_as_vectors():
+    """X_s read and written only at (i, j): loaded as vectors, updated in registers, stored back
+    as vectors after the loop (behind a barrier: replicas read before anyone writes)."""
     loop = _loop(scaled_rows(write_back=True))
-    assert "&X_s_[" not in loop and "tc::load_vec<half, 8>(&g_s_[" in loop
+    assert "tc::load_vec<half, 8>(&X_s_[" in loop and "tc::load_vec<half, 8>(&g_s_[" in loop
+    body = loop[loop.index("// for i, j in parallel("):loop.index("// store_shared(")]
+    assert "X_s_[" not in body  # registers only inside the loop
+    after = loop[loop.index("// store_shared("):]
+    assert "tc::store_vec<half, 8>(&X_s_[" in after
+    assert loop.index("__syncthreads();", loop.index("// for i, j in parallel(")) < \
+        loop.index("// store_shared(")
 
 
 def test_reads_at_other_indices_stay_per_element():

@@ -45,21 +45,12 @@ def _declared(src: str) -> list[str]:
     return [m.group(1) for m in re.finditer(pat, body, re.M)]
 
 
-def _source(func, path: str) -> str:
-    """The kernel printed by the CUDA emitters or by the block printer (the middle IR)."""
-    if path == "emitters":
-        return generate_cuda(func, "sm_90a").source
-    from tilecraft.codegen.block_cuda.printer import print_cuda
-    from tilecraft.passes import lower
-    from tilecraft.passes.lower_tile_ops import lowered_program
-    from tilecraft.targets import H100_SXM
-
-    return print_cuda(lowered_program(lower(func, H100_SXM)), "sm_90a").source
+def _source(func) -> str:
+    return generate_cuda(func, "sm_90a").source
 
 
-@pytest.mark.parametrize("path", ["emitters", "block"])
-def test_user_names_never_collide_with_names_the_compiler_declares(path):
-    src = _source(_kernel_with_names().func, path)
+def test_user_names_never_collide_with_names_the_compiler_declares():
+    src = _source(_kernel_with_names().func)
     declared = _declared(src)
     for user in ("acc", "red", "scratch", "lane", "warp", "tid"):
         assert f"{user}_" in declared or f"{user}_[" in src, user
@@ -70,9 +61,8 @@ def test_user_names_never_collide_with_names_the_compiler_declares(path):
     assert not user_c & set(compiler_c)
 
 
-@pytest.mark.parametrize("path", ["emitters", "block"])
 @pytest.mark.parametrize("name", COMPILER_LIKE)
-def test_a_buffer_named_like_a_compiler_local_is_mangled(name, path, tmp_path):
+def test_a_buffer_named_like_a_compiler_local_is_mangled(name, tmp_path):
     code = f"""
 import tilecraft, tilecraft.language as T
 @tilecraft.jit
@@ -90,7 +80,7 @@ def k(A: T.Tensor((128, 64), "float32"), B: T.Tensor((128,), "float32")):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    src = _source(mod.k.func, path)
+    src = _source(mod.k.func)
     assert re.search(rf"\bfloat {re.escape(name)}_\[", src), name
     assert not re.search(rf"\bfloat {re.escape(name)}\[1\]", src)
 
@@ -120,11 +110,5 @@ def test_a_fragment_named_red_gets_the_row_max_on_the_gpu():
 def test_the_block_printed_kernel_with_compiler_like_names_compiles():
     from tilecraft.runtime import compile_cuda
 
-    src = _source(_kernel_with_names().func, "block")
+    src = _source(_kernel_with_names().func)
     assert compile_cuda(src, "sm_90a", name="k_kernel").resources.spill_stores == 0
-
-
-@pytest.mark.gpu
-def test_a_fragment_named_red_gets_the_row_max_on_the_gpu_through_the_block_printer(monkeypatch):
-    monkeypatch.setenv("TILECRAFT_BLOCK_PRINTER", "1")
-    test_a_fragment_named_red_gets_the_row_max_on_the_gpu()

@@ -109,17 +109,17 @@ def check(prog, mode: str, workdir: Path, source: str | None = None) -> Outcome:
     if mode in ("compile", "gpu"):
         for arch in ARCHS:
             _compile(out, func, arch)
-            _compile_block(out, func, arch)
     if mode == "gpu" and ran:
         _gpu(out, prog, func, inputs, interp_out, expected)
     return out
 
 
 def _lowered(out: Outcome, prog, func, inputs: dict, interp_out: dict) -> None:
-    """The kernel lowered to block instructions (lower_tile_ops), run on the block VM, must give
-    the interpreter's bits. Not lowered yet (TC502): skipped; another error of the lowered
-    program (a thread touching a register element it does not hold, TC610; replicas that
-    differ, TC607; ...) is a mismatch: the layouts the CUDA printer relies on are wrong."""
+    """The kernel lowered to block instructions (lower_tile_ops), run on the block VM with the
+    shared-memory plan's arena, must give the interpreter's bits. Not lowered (TC502):
+    skipped; another error of the lowered program (a thread touching a register element it
+    does not hold, TC610; replicas that differ, TC607; ...) is a mismatch: the layouts or the
+    arena the CUDA printer relies on are wrong."""
     from tilecraft.diagnostics import TilecraftError
     from tilecraft.passes import lower
     from tilecraft.passes.lower_tile_ops import lowered_program
@@ -130,9 +130,11 @@ def _lowered(out: Outcome, prog, func, inputs: dict, interp_out: dict) -> None:
     except TilecraftError:
         return  # refused by the compiler (its codegen stages count it)
     try:
+        from tilecraft.block.vm import run
+
         program = lowered_program(state)
         args = _args(prog, inputs)
-        program.run(*args)
+        run(program, args, arena=True)  # shared tensors where the GPU keeps them
     except TilecraftError as e:
         if e.code != "TC502":
             out.add("mismatch", "lowered", e.code, str(e).splitlines()[0])
@@ -174,34 +176,6 @@ def _compile(out: Outcome, func, arch: str) -> None:
             out.add("spill", f"ptxas {arch}", "spill", f"{res.spill_stores} spill stores, "
                     f"{res.spill_loads} spill loads, {res.registers} registers")
     elif out.events and out.events[-1][0] == "refused":  # NVRTC rejecting generated code
-        s, stage, key, detail = out.events.pop()
-        out.status = max((e[0] for e in out.events), key=RANK.get, default="pass")
-        out.add("internal", stage, key, detail)
-
-
-def _compile_block(out: Outcome, func, arch: str) -> None:
-    """The kernel through the middle IR (lowered, pipelined, printed by codegen/block_cuda):
-    a refusal counts as one, NVRTC rejecting the printed code or spills as findings."""
-    from tilecraft.codegen.block_cuda.printer import print_cuda
-    from tilecraft.options import CompileOptions
-    from tilecraft.passes import lower
-    from tilecraft.passes.lower_tile_ops import lowered_program
-    from tilecraft.runtime import compile_cuda
-
-    def printed():
-        return print_cuda(lowered_program(lower(func, CompileOptions.for_arch(arch))), arch)
-
-    ok, pk = _guard(out, f"block codegen {arch}", printed)
-    if not ok:
-        return
-    ok, built = _guard(out, f"block nvrtc {arch}", lambda: compile_cuda(pk.source, arch,
-                                                                        name=pk.name))
-    if ok:
-        res = built.resources
-        if res.spill_stores or res.spill_loads:
-            out.add("spill", f"block ptxas {arch}", "spill", f"{res.spill_stores} spill "
-                    f"stores, {res.spill_loads} spill loads, {res.registers} registers")
-    elif out.events and out.events[-1][0] == "refused":  # NVRTC rejecting printed code
         s, stage, key, detail = out.events.pop()
         out.status = max((e[0] for e in out.events), key=RANK.get, default="pass")
         out.add("internal", stage, key, detail)

@@ -54,8 +54,8 @@ def test_a_float32_fragment_loaded_from_fp16_moves_16_byte_vectors():
             T.copy(y, Y[0, 0])
 
     src = generate_cuda(k, "sm_90a").source
-    load = src.split("// T.copy s (shared) -> x (fragment)")[1].split("// T.Parallel")[0]
-    store = src.split("// T.copy y (fragment) -> Y (global)")[1]
+    load = src.split("// load_shared(s, ")[1].split("// cast(")[0]
+    store = src.split("// store_global(y, Y, ")[1]
     assert "tc::load_vec<half, 8>" in load
     assert "tc::Vec<half, 8>" in store
 
@@ -84,5 +84,5 @@ def test_wide_rows_take_a_warp_each_so_their_reductions_need_no_shared_memory():
 
     assert _layouts(k)["x"] == local(1, 16) * spatial(4, 32) * local(1, 8)
     src = generate_cuda(k, "sm_90a").source
-    reduce = src.split("// T.reduce_sum")[1].split("// T.copy")[0]
-    assert "__shfl_xor_sync" in reduce and "scratch" not in reduce
+    reduce = src.split("// reduce_sum(x, ")[1].split("// store_global(")[0]
+    assert "__shfl_xor_sync" in reduce and "tc_smem" not in reduce and "__syncthreads" not in reduce

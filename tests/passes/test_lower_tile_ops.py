@@ -38,12 +38,16 @@ def _func(f):
 
 def _assert_lowering_matches(func, seed: int = 0, dim: int = 300):
     """Run the Tile IR on the interpreter and the lowered program on the VM on the same random
-    inputs: every tensor ends bit for bit equal (NaNs included)."""
+    inputs, its shared tensors in one byte arena at the offsets the shared-memory plan gives
+    them (so a tensor reusing bytes another still needs shows): every tensor ends bit for bit
+    equal (NaNs included)."""
+    from tilecraft.block.vm import run
+
     program = lowered_program(lower(func, H100_SXM))
     want = random_inputs(func, seed, dim)
     got = [x.copy() for x in want]
     interp.run(func, want)
-    program.run(*got)
+    run(program, got, arena=True)
     for x, y in zip(want, got):
         np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
     return program

@@ -178,9 +178,10 @@ def test_the_code_generator_records_each_tensors_widest_vector_access():
         aligns[f.name] = {p.name: p.align for p in gen.params if isinstance(p, TensorParam)}
         sources[f.name] = gen.source
     assert aligns == {"staged": {"A": 16, "B": 0}, "pairs": {"A": 8, "B": 8}}
-    assert "tc::load_128(&A_" in sources["staged"]
-    assert "tc::load_vec<float, 2>(&A_" in sources["pairs"]
-    assert "tc::store_vec(&B_" in sources["pairs"]
+    assert "tc::load_vec<half, 8>(&A_[" in sources["staged"]
+    assert "B_[" in sources["staged"] and "_vec<half, 8>(&B_" not in sources["staged"]
+    assert "tc::load_vec<float, 2>(&A_[" in sources["pairs"]
+    assert "tc::store_vec<float, 2>(&B_[" in sources["pairs"]
 
 
 def test_a_misaligned_tensor_is_refused_at_its_parameter_line(fake, monkeypatch):

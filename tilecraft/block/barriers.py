@@ -99,7 +99,8 @@ def insert_barriers(program: BlockProgram, aliases: dict | None = None) -> Block
     aliases = aliases or {}
     landing = frozenset(aliases.get(s.dst.buffer, s.dst.buffer) for s in walk(program.body)
                         if isinstance(s, CopyAsync))
-    body = _Barriers(landing, aliases, ThreadValues(program.body)).seq(program.body, _State())
+    threads = ThreadValues(program.body, program.thread_vars)
+    body = _Barriers(landing, aliases, threads).seq(program.body, _State())
     return dataclasses.replace(program, body=body)
 
 

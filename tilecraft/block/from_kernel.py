@@ -32,7 +32,9 @@ def block_program_of(func: PrimFunc) -> BlockProgram | None:
                                  "T.store_global / ... only, or with tile ops only")
     params = tuple(GlobalTensor.of(p) if isinstance(p, Buffer) else p for p in func.params)
     return BlockProgram(func.name, params, tuple(kernel.grid), kernel.num_threads,
-                        tuple(kernel.block_vars), kernel.body, func.span)
+                        tuple(kernel.block_vars), kernel.body, func.span,
+                        thread_vars=tuple(kernel.thread_vars),
+                        thread_extents=tuple(kernel.threads))
 
 
 def run_on_vm(program: BlockProgram, args: list[Any]) -> None:

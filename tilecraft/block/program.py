@@ -38,6 +38,10 @@ class BlockProgram:
     # grid axes launched last index first (a schedule, not the program's meaning:
     # passes/schedule_blocks.py), outermost block variable first
     reversed_axes: tuple[bool, ...] = ()
+    # T.get_thread_binding's variables: threadIdx.x, .y, .z of a block of `thread_extents`
+    # threads along each (x fastest in the flat thread index)
+    thread_vars: tuple[Var, ...] = ()
+    thread_extents: tuple[int, ...] = ()
 
     @classmethod
     def create(cls, name: str, params: Any, grid: Any, num_threads: int, body: Any,

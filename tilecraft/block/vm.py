@@ -81,6 +81,8 @@ class BlockVM(Machine):
     committed: list[list[PendingCopy]] = field(default_factory=list)
     cache: dict[int, Any] = field(default_factory=dict)  # per-instruction prepared state
     barriers: dict = field(default_factory=dict)  # mbarrier state (vm_mbarrier.py)
+    arena_plan: Any = None  # with `run(..., arena=True)`: shared tensors' byte offsets
+    arena: Any = None  # and their bytes
     dot_groups: list = field(default_factory=list)  # pending dot_shared (vm_dot_shared.py)
 
     def __post_init__(self):
@@ -214,14 +216,21 @@ def _bind(program: BlockProgram, args: list[Any]) -> tuple[dict, dict]:
     return buffers, scalars
 
 
-def run(program: BlockProgram, args: list[Any]) -> BlockVM:
+def run(program: BlockProgram, args: list[Any], arena: bool = False) -> BlockVM:
     """Verify `program`, then run every block on `args` (numpy arrays written in place, and
-    numbers for scalar parameters). Returns the machine, holding the last block's state."""
+    numbers for scalar parameters). Returns the machine, holding the last block's state.
+    `arena`: shared tensors live in one byte arena at the offsets block/smem_plan.py gives them
+    (as on the GPU), so a tensor that reuses bytes another still needs clobbers them and the
+    results show it."""
+    from .smem_plan import plan_shared
     from .verifier import verify
 
     verify(program)
     buffers, scalars = _bind(program, args)
     vm = BlockVM(None, buffers, scalars, program=program)  # type: ignore[arg-type]
+    if arena:
+        vm.arena_plan = plan_shared(program.body)
+        vm.arena = np.full(max(vm.arena_plan.size, 1), 0xFF, np.uint8)  # NaN in f16 and f32
     vm.env.update(scalars)
     grid = [int(vm.ev.scalar(g)) for g in program.grid]
     for idx in itertools.product(*(range(g) for g in reversed(grid))):

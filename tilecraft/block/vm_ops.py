@@ -64,7 +64,15 @@ def _alloc_register(vm: BlockVM, s: bi.AllocateRegister) -> None:
 
 @rule(bi.AllocateShared)
 def _alloc_shared(vm: BlockVM, s: bi.AllocateShared) -> None:
-    vm.smem[s.out] = _uninitialised(s.out.dtype, (s.out.layout.cosize,))
+    t = s.out
+    if vm.arena_plan is not None and np_type(t.dtype).itemsize * 8 == t.dtype.bits:
+        off = vm.arena_plan.offsets[t.buffer]
+        n = t.layout.cosize * np_type(t.dtype).itemsize
+        view = vm.arena[off:off + n].view(np_type(t.dtype))
+        view[...] = _uninitialised(t.dtype, (t.layout.cosize,))
+        vm.smem[t] = view
+    else:
+        vm.smem[t] = _uninitialised(t.dtype, (t.layout.cosize,))
     vm.pending[s.out] = np.zeros(s.out.layout.cosize, dtype=np.int32)
 
 

@@ -6,8 +6,18 @@ import re
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
-from tilecraft.ir import (AnnotateLayout, Buffer, BufferLoad, BufferRegion, Call, DeviceAssert,
-                          Expr, Print, UseSwizzle, as_expr)
+from tilecraft.ir import (
+    AnnotateLayout,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    Call,
+    DeviceAssert,
+    Expr,
+    Print,
+    UseSwizzle,
+    as_expr,
+)
 
 from .surface import flag, int_arg
 
@@ -83,7 +93,7 @@ def _check_layout(buf: Buffer, lay, threads: tuple[int, ...]) -> None:
 def _shared_layout(buf: Buffer):
     """The layout the CUDA backend gives shared tile `buf` (None for a dynamic shape)."""
     from tilecraft.layout import make_swizzled_layout, row_major
-    from tilecraft.passes.plan_shared_memory import wants_swizzle
+    from tilecraft.passes.choose_swizzles import wants_swizzle
 
     shape = buf.static_shape
     if shape is None:

@@ -2,7 +2,8 @@
 
 The Tile IR itself is immutable; the analysis passes attach their results here, keyed by the
 buffers (hashable by uid) and by statement identity (`id(stmt)`; the state keeps the PrimFunc
-alive, so ids are stable). Codegen reads only this object.
+alive, so ids are stable). lower_tile_ops reads them and builds `block_program`, which the later
+passes rewrite and the block printer prints.
 """
 
 from __future__ import annotations
@@ -25,14 +26,6 @@ class PipelinePlan:
 
 
 @dataclass
-class SharedSlot:
-    buffer: Buffer
-    offset: int  # bytes from the start of the dynamic shared memory arena
-    nbytes: int  # of one stage
-    stages: int = 1
-
-
-@dataclass
 class KernelState:
     """Everything the pass pipeline learns about one kernel."""
 
@@ -50,17 +43,14 @@ class KernelState:
     gemm_wgmma: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(Gemm) -> (gm, gn)
     # pipelining
     pipelines: dict[int, PipelinePlan] = field(default_factory=dict)  # id(For) -> plan
-    # shared memory
-    shared: dict[Buffer, SharedSlot] = field(default_factory=dict)
+    # shared memory: the tiles in the canonical swizzled layout (choose_swizzles)
     swizzled: set[Buffer] = field(default_factory=set)
-    # kernel parameter name -> (global buffer, box, swizzle bytes) of each TMA tensor map
-    tensor_maps: dict[str, tuple[Buffer, tuple[int, ...], int]] = field(default_factory=dict)
-    smem_bytes: int = 0
-    reduce_scratch: dict[int, int] = field(default_factory=dict)  # id(Reduce) -> arena offset
-    smem_arena: list[Any] = field(default_factory=list)  # ArenaItems: live ranges and offsets
     # lowering (lower_tile_ops): the kernel as block instructions (tilecraft.block.BlockProgram)
     block_program: Any = None
-    lowering_refusal: Any = None  # the TC502 TilecraftError when it could not be built (yet)
+    lowering_refusal: Any = None  # the TilecraftError when it could not be built
+    # the block-program passes: the arena plan, the instruction plans (block/prepare.py)
+    arena: Any = None
+    prepared: Any = None
 
     def lowered_func(self) -> PrimFunc:
         """The function with the kernel as the passes left it (schedule_loads rewrites it); the

@@ -19,13 +19,11 @@ Why it means the same as running it (the interpreter does):
   may run other than once forgets, before and after it, what its body writes; an `if` forgets
   what either branch writes; statements of other kinds (`T.call_extern`) forget everything;
 - pipeline producers are neither recorded nor skipped (their stages rotate);
-- no other shared-memory item shares the destination's bytes in the arena plan (the plan may
-  treat a full overwrite as the end of the old value). The block printer's plan
-  (block/smem_plan.py) keeps the destination alive from the first copy to its last read, so on
-  that path no such check is needed (`alone=None`).
+- the shared-memory plan (block/smem_plan.py) keeps the destination alive from the first copy
+  to its last read (the copy that is skipped is no longer an access), so no other tensor takes
+  its bytes in between.
 
-Used by lowering (passes/lowering/copy.py: a reused copy lowers to nothing) and by the CUDA
-emitters (emit_copy.py).
+Used by lowering (passes/lowering/copy.py: a reused copy lowers to nothing).
 """
 
 from __future__ import annotations
@@ -50,21 +48,17 @@ from tilecraft.ir.stmt import Break
 from tilecraft.ir.visitor import walk
 
 
-def reused_copies(state, alone: bool = True) -> frozenset[int]:
-    """ids of the Copy ops whose destination already holds their tile (see the module doc);
-    `alone`: also require that no other item shares the destination's bytes in the emitters'
-    arena (state.smem_arena)."""
+def reused_copies(state) -> frozenset[int]:
+    """ids of the Copy ops whose destination already holds their tile (see the module doc)."""
     kernel = state.kernel
     written = {b for s in walk(kernel) for b in _writes(s)}
     producers = {id(p) for plan in state.pipelines.values() for p in plan.producers}
-    shared_alone = _unaliased(state) if alone else None
     skip: set[int] = set()
 
     def key(op: Copy, subst: dict):
         src, dst = op.src, op.dst
         if (src.buffer.scope != "global" or dst.buffer.scope != "shared" or id(op) in producers
                 or src.buffer in written or not dst.is_full()
-                or (shared_alone is not None and dst.buffer not in shared_alone)
                 or not all(isinstance(e, int) for e in src.extents)):
             return None
         starts = []
@@ -138,10 +132,3 @@ def _writes(s) -> list:
     if isinstance(s, TileOp):
         return [r.buffer for r in s.writes() if hasattr(r, "buffer")]
     return []
-
-
-def _unaliased(state) -> set:
-    """Shared buffers whose arena bytes no other item takes."""
-    items = state.smem_arena
-    return {a.key for a in items
-            if not any(b is not a and a.offset < b.end and b.offset < a.end for b in items)}

@@ -2,7 +2,7 @@
 docs/block_ir.md "Lowering").
 
 Requires: `layouts` (a Fragment per fragment buffer and per T.Parallel loop, the gemm warp grids)
-and `smem_plan` (which shared tiles are swizzled). Guarantees (`block_program`):
+and `swizzles` (which shared tiles are swizzled). Guarantees (`block_program`):
 state.block_program (or, for now, state.lowering_refusal: see `lower_tile_ops`) is a
 `BlockProgram` with the kernel's parameters, grid, threads and block indices, in which every
 tile op and T.Parallel loop is block instructions on tensors with explicit layouts (each with
@@ -84,8 +84,10 @@ def build_block_program(state: KernelState) -> BlockProgram:
     prologue = _outside_kernel(state.func.body, kernel)
     body = SeqStmt.create(prologue + [_stmt(cx, kernel.body)])
     params = tuple(GlobalTensor.of(p) if isinstance(p, Buffer) else p for p in state.func.params)
-    return BlockProgram.create(state.func.name, params, kernel.grid, kernel.num_threads, body,
-                               block_vars=kernel.block_vars, span=kernel.span)
+    program = BlockProgram.create(state.func.name, params, kernel.grid, kernel.num_threads,
+                                  body, block_vars=kernel.block_vars, span=kernel.span)
+    return dataclasses.replace(program, thread_vars=tuple(kernel.thread_vars),
+                               thread_extents=tuple(kernel.threads))
 
 
 def _outside_kernel(root: Stmt, kernel: KernelLaunch) -> list[Stmt]:

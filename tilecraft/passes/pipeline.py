@@ -1,11 +1,15 @@
-"""The pass pipeline: one ordered list; each pass declares what it requires and produces.
+"""The pass pipeline: the whole compiler from Tile IR to a block program ready to print, one
+ordered list; each pass declares what it requires and produces.
 
-    legalize -> schedule_loads -> plan_pipeline -> infer_layouts -> plan_shared_memory
-    -> lower_tile_ops (then codegen/cuda). schedule_loads rewrites the kernel (state.kernel);
-    lower_tile_ops builds the block-instruction program (state.block_program); the others analyse.
+    legalize -> schedule_loads -> plan_pipeline -> infer_layouts -> choose_swizzles     (Tile IR)
+    -> lower_tile_ops                                    (Tile IR -> block instructions)
+    -> pipeline_copies -> schedule_blocks -> plan_arena -> insert_barriers
+       -> select_instructions                            (block program)
 
-The CUDA emitters (codegen/cuda/emit_*.py) still print from the Tile IR and the facts produced
-here (the block program is checked on the CPU VM; the printer moves to it later); see
+schedule_loads rewrites the kernel (state.kernel); lower_tile_ops builds state.block_program,
+which pipeline_copies, schedule_blocks and insert_barriers rewrite; the other passes analyse.
+codegen/block_cuda prints the result (`state.prepared`). A kernel written at the Tilus level
+starts as a block program and runs the block-program passes only (block/prepare.py). See
 docs/compiler.md and docs/block_ir.md.
 """
 
@@ -19,13 +23,14 @@ from tilecraft.ir import PrimFunc
 from tilecraft.options import CompileOptions
 from tilecraft.targets import Target
 
+from .block_passes import insert_barriers, plan_arena, select_instructions
+from .choose_swizzles import choose_swizzles
 from .context import KernelState
 from .layout_inference import infer_layouts
 from .legalize import legalize
 from .lower_tile_ops import lower_tile_ops
 from .pipeline_copies import pipeline_copies
 from .plan_pipeline import plan_pipeline
-from .plan_shared_memory import plan_shared_memory
 from .schedule_blocks import schedule_blocks
 from .schedule_loads import schedule_loads
 
@@ -47,12 +52,16 @@ PASSES: tuple[Pass, ...] = (
     _p("schedule_loads", schedule_loads, requires={"legal"}, produces={"loads_scheduled"}),
     _p("plan_pipeline", plan_pipeline, requires={"loads_scheduled"}, produces={"pipelines"}),
     _p("infer_layouts", infer_layouts, requires={"loads_scheduled"}, produces={"layouts"}),
-    _p("plan_shared_memory", plan_shared_memory, requires={"pipelines", "layouts"},
-       produces={"smem_plan"}),
-    _p("lower_tile_ops", lower_tile_ops, requires={"layouts", "smem_plan"},
+    _p("choose_swizzles", choose_swizzles, requires={"pipelines", "layouts"},
+       produces={"swizzles"}),
+    _p("lower_tile_ops", lower_tile_ops, requires={"layouts", "swizzles"},
        produces={"block_program"}),
     _p("pipeline_copies", pipeline_copies, requires={"block_program"}, produces={"pipelined"}),
     _p("schedule_blocks", schedule_blocks, requires={"pipelined"}, produces={"blocks_scheduled"}),
+    _p("plan_arena", plan_arena, requires={"blocks_scheduled"}, produces={"arena"}),
+    _p("insert_barriers", insert_barriers, requires={"arena"}, produces={"barriers"}),
+    _p("select_instructions", select_instructions, requires={"barriers"},
+       produces={"prepared"}),
 )
 
 
@@ -92,8 +101,9 @@ def _dump(d: Path, func: PrimFunc, name: str, state: KernelState) -> None:
     lines = [func.script(), "", f"# after {name}"]
     for buf, lay in state.layouts.items():
         lines.append(f"# layout {buf.name}: {lay}")
-    for buf, slot in state.shared.items():
-        lines.append(f"# smem {buf.name}: offset {slot.offset} x{slot.stages}")
+    if state.arena is not None:
+        for buf, offset in state.arena.offsets.items():
+            lines.append(f"# smem {buf.name}: offset {offset}")
     if state.block_program is not None:
         lines += ["", "# block program", state.block_program.script()]
     elif state.lowering_refusal is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tilecraft.block import BlockProgram
 from tilecraft.ir import Const, Var
 from tilecraft.ir.visitor import walk
@@ -10,40 +12,76 @@ from ..cuda.build import _eval
 from .printer import print_cuda
 
 
+@dataclass(frozen=True)
+class GeneratedBlock:
+    """A printed block program, ready to compile: the entry `name`, `source`, the runtime's
+    `params` and `launch` spec, and `fallback_source` (one block per SM in __launch_bounds__)
+    when `source` asks for more."""
+
+    name: str
+    source: str
+    params: tuple
+    launch: object
+    fallback_source: str | None = None
+
+
+def generate_block(program: BlockProgram, arch: str, prepared=None) -> GeneratedBlock:
+    """Print `program` for `arch` with the runtime's view of its parameters and launch
+    (`prepared`: its arena, barriers and plans when the pass pipeline made them)."""
+    from tilecraft.block.prepare import prepare
+    from tilecraft.runtime import LaunchSpec, ScalarParam, TensorMapParam, TensorParam
+
+    from .printer import resolve_target
+
+    _check_scalars(program)
+    blocks = min_blocks_per_sm(program)
+    if prepared is None:
+        prepared = prepare(program, resolve_target(arch))
+    printed = print_cuda(program, arch, blocks, prepared)
+    _check_shared_memory(program, printed.smem, arch)
+    params = []
+    for p in program.params:
+        if isinstance(p, Var):
+            params.append(ScalarParam(p.name, p.dtype.name))
+        else:
+            shape = tuple(d if isinstance(d, int) else d.name for d in p.buffer.shape)
+            params.append(TensorParam(p.buffer.name, p.dtype.name, shape,
+                                      align=printed.align.get(p.buffer.name, 0)))
+    params += [ScalarParam(v.name, "int32", dim=v.name) for v in printed.dims]
+    params += [TensorMapParam(m, tensor, box, swizzle)
+               for m, (tensor, box, swizzle) in printed.maps.items()]
+    grid = [int(g.value) if isinstance(g, Const) else (lambda d, g=g: int(_eval(g, d)))
+            for g in program.grid]
+    launch = LaunchSpec(grid=tuple(grid), block=(program.num_threads,), smem=printed.smem)
+    fallback = print_cuda(program, arch, 1, prepared).source if blocks > 1 else None
+    return GeneratedBlock(printed.name, printed.source, tuple(params), launch, fallback)
+
+
+def compile_block(gen, arch: str):
+    """Compile `gen` (NVRTC); when asking for two blocks per SM makes it spill, compile the
+    one-block source instead. Returns (CompiledCubin, the source it came from)."""
+    from tilecraft.runtime import compile_cuda
+
+    compiled = compile_cuda(gen.source, arch, name=gen.name)
+    res = compiled.resources
+    if gen.fallback_source is not None and (res.spill_stores or res.spill_loads):
+        return compile_cuda(gen.fallback_source, arch, name=gen.name), gen.fallback_source
+    return compiled, gen.source
+
+
 class BlockKernel:
     """A compiled block program: `.source`, `.resources`, and `kernel(*tensors, *scalars)` in
     the program's parameter order (torch CUDA tensors; they are written in place)."""
 
-    def __init__(self, program: BlockProgram, arch: str):
-        from tilecraft.runtime import (
-            ArgChecker,
-            LaunchSpec,
-            RuntimeKernel,
-            ScalarParam,
-            TensorMapParam,
-            TensorParam,
-        )
+    def __init__(self, program: BlockProgram, arch: str, prepared=None):
+        from tilecraft.runtime import ArgChecker, RuntimeKernel
 
         self.program = program
-        _check_scalars(program)
-        printed, compiled = _compiled(program, arch)
-        self.source, name, smem = printed.source, printed.name, printed.smem
-        params = []
-        for p in program.params:
-            if isinstance(p, Var):
-                params.append(ScalarParam(p.name, p.dtype.name))
-            else:
-                shape = tuple(d if isinstance(d, int) else d.name for d in p.buffer.shape)
-                params.append(TensorParam(p.buffer.name, p.dtype.name, shape,
-                                          align=printed.align.get(p.buffer.name, 0)))
-        params += [ScalarParam(v.name, "int32", dim=v.name) for v in printed.dims]
-        params += [TensorMapParam(m, tensor, box, swizzle)
-                   for m, (tensor, box, swizzle) in printed.maps.items()]
-        grid = [int(g.value) if isinstance(g, Const) else (lambda d, g=g: int(_eval(g, d)))
-                for g in program.grid]
-        launch = LaunchSpec(grid=tuple(grid), block=(program.num_threads,), smem=smem)
-        checker = ArgChecker(tuple(params), kernel=name)
-        self.runtime = RuntimeKernel(compiled, tuple(params), launch, self.source, checker=checker)
+        self.generated = gen = generate_block(program, arch, prepared)
+        compiled, self.source = compile_block(gen, arch)
+        checker = ArgChecker(gen.params, kernel=gen.name)
+        self.runtime = RuntimeKernel(compiled, gen.params, gen.launch, self.source,
+                                     checker=checker)
 
     @property
     def resources(self):
@@ -64,6 +102,18 @@ def _check_scalars(program: BlockProgram) -> None:
                                  kinds=", ".join(SCALAR_KINDS))
 
 
+def _check_shared_memory(program: BlockProgram, need: int, arch: str) -> None:
+    """TC503 at the kernel when its arena (after reuse) and scratch exceed the target's limit."""
+    from tilecraft.diagnostics import TilecraftError
+    from tilecraft.targets import target_from_arch
+
+    target = target_from_arch(arch)
+    limit = target.max_shared_memory_per_block
+    if need > limit:
+        raise TilecraftError("TC503", span=program.span, need=need, target=target.name,
+                             limit=limit)
+
+
 def min_blocks_per_sm(program: BlockProgram) -> int:
     """Blocks of 512+ threads without tensor-core work ask ptxas for two resident blocks per SM
     (at most 64 / 32 registers per thread), so one block's loads overlap the other's math (a
@@ -77,21 +127,7 @@ def min_blocks_per_sm(program: BlockProgram) -> int:
     return 2
 
 
-def _compiled(program: BlockProgram, arch: str):
-    """(PrintedKernel, CompiledCubin): with `min_blocks_per_sm`, or with one block per SM when
-    asking for two makes ptxas spill."""
-    from tilecraft.runtime import compile_cuda
-
-    blocks = min_blocks_per_sm(program)
-    printed = print_cuda(program, arch, blocks)
-    compiled = compile_cuda(printed.source, arch, name=printed.name)
-    res = compiled.resources
-    if blocks > 1 and (res.spill_stores or res.spill_loads):
-        printed = print_cuda(program, arch, 1)
-        compiled = compile_cuda(printed.source, arch, name=printed.name)
-    return printed, compiled
-
-
-def build_block_kernel(program: BlockProgram, arch: str = "sm_90a") -> BlockKernel:
-    """Print, compile and wrap `program` for `arch`."""
-    return BlockKernel(program, arch)
+def build_block_kernel(program: BlockProgram, arch: str = "sm_90a",
+                       prepared=None) -> BlockKernel:
+    """Print, compile and wrap `program` for `arch` (`prepared`: see generate_block)."""
+    return BlockKernel(program, arch, prepared)

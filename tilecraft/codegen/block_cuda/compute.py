@@ -124,10 +124,12 @@ class ComputePrinter(MmaPrinter):
         thread folds its registers per output register, butterfly shuffles combine the lanes of
         a row, and rows that span warps combine through the scratch area. False when the layouts
         do not allow it (the staged form then)."""
-        from tilecraft.passes.smem_liveness import cross_warp_modes
 
-        from ..cuda.emit_reduce import _combine, _init, _xor_offsets
         from ..cuda.indexing import local_map
+        from .text import combine as _combine
+        from .text import cross_warp_modes
+        from .text import identity as _init
+        from .text import xor_offsets as _xor_offsets
 
         src, out = s.src.layout, s.out.layout
         keep = tuple(d for d in range(src.ndim) if d != s.dim)

@@ -1,6 +1,6 @@
 """`print`, and the Tile IR's T.print of a scalar, T.device_assert and T.annotate_layout kept in
-a block program, as CUDA: the CUDA emitter's lines (codegen/cuda/emit_debug.py), which start as
-the interpreter's (`[tilecraft block (bx, by)] msg: x =`, interp/ops/misc.py). A mixin of
+a block program, as CUDA: the interpreter's lines (`[tilecraft block (bx, by)] msg: x =`,
+interp/ops/misc.py). A mixin of
 `BlockPrinter` (printer.py).
 
     T.print(s, "s")           ->  if (tid == 0) printf("[tilecraft block (%d,)] s: s = %g\\n", ..);
@@ -28,8 +28,8 @@ from tilecraft.block.parallel import ParallelCompute
 from tilecraft.ir import BufferRegion, DeviceAssert, For, LetStmt, Var
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
-from ..cuda.emit_debug import ROW_CHUNK, c_string, value_format
 from ..cuda.indexing import frag_coords, replica_index
+from .text import ROW_CHUNK, c_string, value_format
 
 
 def _printf(fmt: str, args: list[str]) -> str:

@@ -6,9 +6,11 @@ when the tensor has the loop's layout, else a constant slot table (the same on e
 folded by the unrolled loop). Shared tensors are addressed through their layouts, global tensors
 row-major. A mixin of `BlockPrinter` (printer.py).
 
-Scalar atomics in the body act once per logical element (atomics.py). Not printed yet (TC502 at
-the line): a register index that is not the loop variables, slots that differ between threads,
-and `T.call_extern` inside the loop.
+Scalar atomics in the body act once per logical element (atomics.py), and so do stores to
+global memory when the layout is replicated, every replica computes the same value and the body
+does not read the tensor back (`replica_guard`): `if (((tid % 16)) == 0) C_[i_] = s_[li];`.
+Not printed yet (TC502 at the line): a register index that is not the loop variables, slots that
+differ between threads, and `T.call_extern` inside the loop.
 
 A body `x[...] = T.if_then_else(a <op> b, u, v)` whose margin a - b is affine in the loop
 variables (a causal mask) prints three element loops behind one test of the margin's range over
@@ -24,9 +26,10 @@ from tilecraft.block.parallel import ParallelCompute
 from tilecraft.ir import Atomic, BufferLoad, BufferStore, For, If, LetStmt, SeqStmt, Var
 from tilecraft.ir.expr import const_int
 from tilecraft.ir.ranges import bound
+from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from ..cuda.cexpr import ctype
-from ..cuda.indexing import frag_coords
+from ..cuda.indexing import frag_coords, replica_index
 from .atomics import AtomicPrinter
 from .uniform_select import uniform_select
 
@@ -83,7 +86,11 @@ class ParallelPrinter(AtomicPrinter):
             self.w(f"const {ctype(s.var.dtype)} {self.var_name(s.var)} = {self.p(s.value)};")
         elif isinstance(s, BufferStore):
             target = self.element(s, s.buffer, s.indices)
-            self.w(f"{target} = tc::cast<{ctype(s.buffer.dtype)}>({self.p(s.value)});")
+            guard = self.replica_guard(s.buffer) if s.buffer.scope == "global" else None
+            if guard is not None:  # (printed without __restrict__)
+                self.written_by_one.add(s.buffer)
+            self.w(f"{'' if guard is None else f'if ({guard}) '}{target} = "
+                   f"tc::cast<{ctype(s.buffer.dtype)}>({self.p(s.value)});")
         elif isinstance(s, Atomic):
             self.par_atomic(s)
         elif isinstance(s, If):
@@ -105,6 +112,27 @@ class ParallelPrinter(AtomicPrinter):
             self.close()
         else:
             raise self.refuse(s, f"`{type(s).__name__}` inside a parallel loop")
+
+    def replica_guard(self, buf) -> str | None:
+        """`(replica) == 0` when the current loop's layout is replicated, its body computes the
+        same on every replica (no thread index, no per-thread value from outside the loop) and
+        does not read `buf` (no barrier inside the loop): a store to `buf` then runs once per
+        logical element, leaving what the VM's replicas all store."""
+        owner = replica_index(self.par.layout, "tid")
+        if owner is None:
+            return None
+        per_thread = self._thread_dependence()
+        inner = set(self.par.vars) | {x.var for x in walk(self.par.body)
+                                      if isinstance(x, (LetStmt, For))}
+        for x in walk(self.par.body):
+            for e in stmt_exprs(x):
+                for v in walk_expr(e):
+                    if isinstance(v, Var) and v in per_thread.vars and v not in inner:
+                        return None
+                    if isinstance(v, BufferLoad) and (v.buffer in per_thread.buffers
+                                                      or v.buffer == buf):
+                        return None
+        return f"({owner}) == 0"
 
     def par_load(self, e: BufferLoad) -> str:
         return self.element(e, e.buffer, e.indices)

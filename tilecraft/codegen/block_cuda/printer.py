@@ -17,7 +17,7 @@ CUDA emitter's rule: a trailing underscore no printer-declared name has); `tid`,
 `tc_smem`, `acc` are the printer's.
 
 Not printed yet (TC502 at the instruction's line): `allocate_global`, `view_global`, `view`,
-`print`, and thread indices (T.get_thread_binding: the block program does not bind them).
+`print`. Thread indices (T.get_thread_binding) are digits of `tid` (program.thread_vars).
 """
 
 from __future__ import annotations
@@ -145,7 +145,18 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
             handler = getattr(self, f"_{type(s).__name__}", None)
             if handler is None:
                 raise self.refuse(s, f"`{type(s).__name__}`")
+            self.origin(s)
             handler(s)
+
+    def origin(self, s) -> None:
+        """A comment naming the instruction and the user's line it comes from."""
+        from tilecraft.block import AllocateRegister, Instruction, instruction_str
+
+        if not isinstance(s, Instruction) or isinstance(s, AllocateRegister):
+            return
+        line = getattr(s.span, "line", None)
+        text = instruction_str(s).splitlines()[0]
+        self.w(f"// {text}" + (f"  (line {line})" if line else ""))
 
     def per_register(self, t: RegisterTensor) -> None:
         self.w("#pragma unroll")
@@ -182,33 +193,35 @@ class PrintedKernel(NamedTuple):
     maps: dict = {}  # TMA tensor map parameters, passed last: name -> (tensor, box, swizzle)
 
 
-def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1) -> PrintedKernel:
+def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
+               prepared=None) -> PrintedKernel:
     """The CUDA source, entry name, dynamic shared memory and pointer alignments of `program`
-    (verified first; instructions selected by block/select.py for `target`, a
-    tilecraft.targets.Target or an arch string: None selects nothing it may lack, e.g. wgmma);
-    `min_blocks`: the blocks per SM `__launch_bounds__` asks ptxas to make room for."""
-    from tilecraft.block.barriers import insert_barriers
-    from tilecraft.block.smem_plan import plan_shared
-    from tilecraft.block.select import CopyAsyncPlan, VectorPlan, select_instructions
+    (verified, its arena planned, its barriers inserted and its instructions selected for
+    `target` by block/prepare.py, unless `prepared` holds that already; `target`: a
+    tilecraft.targets.Target or an arch string, None selects nothing a chip may lack, e.g.
+    wgmma); `min_blocks`: the blocks per SM `__launch_bounds__` asks ptxas to make room for."""
+    from tilecraft.block.prepare import prepare
+    from tilecraft.block.select import CopyAsyncPlan, VectorPlan
 
     from ..cuda.build import include_lines
+    from .atomics import thread_indices
 
-    program.verify()
-    smem = plan_shared(program.body)  # tensors with disjoint lifetimes share bytes
-    # the GPU's barriers for the VM's block-synchronous steps (and for the bytes shared)
-    program = insert_barriers(program, smem.groups)
-    if isinstance(target, str):  # an arch: its reference chip (what it has: wgmma, ...)
-        from tilecraft.targets import target_from_arch
-
-        try:
-            target = target_from_arch(target)
-        except ValueError:  # a chip tilecraft has no reference for: no special instructions
-            target = None
-    plans = select_instructions(program, target)
+    if prepared is None:
+        prepared = prepare(program, resolve_target(target))
+    program, smem, plans = prepared.program, prepared.arena, prepared.plans
     pr = BlockPrinter(program, plans)
     pr.smem_plan = smem
     pr.w("extern __shared__ __align__(1024) unsigned char tc_smem[];")
     pr.w("const int tid = threadIdx.x;")
+    stride, used = 1, thread_indices(program)
+    for v, n in zip(program.thread_vars, program.thread_extents):  # T.get_thread_binding
+        if v in used:
+            c = "tid" if stride == 1 else f"tid / {stride}"
+            if stride * n < program.num_threads:
+                c = f"{c if stride == 1 else f'({c})'} % {n}"
+            pr.w(f"const int {pr.var_name(v)} = {c};")
+            pr.exprs.ranges[v] = (0, n - 1)
+        stride *= n
     swz = next((s for s in walk(program.body) if isinstance(s, UseSwizzle)), None)
     bvars = program.block_vars
     if swz is not None and len(bvars) >= 2:  # T.use_swizzle: the block order (L2 reuse)
@@ -223,8 +236,9 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1) -> Print
                      "// the blocks with the longest loops start first")
             else:
                 pr.w(f"const int {pr.var_name(v)} = blockIdx.{axis};")
-        if const_int(g) is not None:
-            pr.exprs.ranges[v] = (0, const_int(g) - 1)
+        # a dynamic grid's extent is at most the hardware's (2^31 - 1 blocks in x, 65535 in y, z)
+        top = const_int(g) if const_int(g) is not None else (2**31 - 1 if k == 0 else 65535)
+        pr.exprs.ranges[v] = (0, top - 1)
     pr.stmt(program.body)
     user = -(-smem.size // 128) * 128
     body = "\n".join(pr.lines).replace("SCRATCH", str(user))
@@ -253,6 +267,19 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1) -> Print
             need = plan.width * tensor.dtype.bits // 8
             align[plan.tensor] = max(align.get(plan.tensor, 0), need)
     return PrintedKernel(source, name, user + pr.scratch, align, dims, dict(pr.tensor_maps))
+
+
+def resolve_target(target):
+    """A Target for `target` (an arch string: its reference chip; an arch tilecraft has no
+    reference for: None, no special instructions)."""
+    if isinstance(target, str):
+        from tilecraft.targets import target_from_arch
+
+        try:
+            return target_from_arch(target)
+        except ValueError:
+            return None
+    return target
 
 
 def refined(cond, ranges: dict) -> dict:

@@ -85,7 +85,7 @@ def wide_lets(body: Stmt) -> set[Var]:
 class ScalarPrinter:
     def scalar_setup(self) -> None:
         body = self.program.body
-        self.threads = ThreadValues(body)
+        self.threads = ThreadValues(body, self.program.thread_vars)
         self.wide_lets = wide_lets(body)
         self.shared_of = {s.out.buffer: s.out for s in walk(body) if isinstance(s, AllocateShared)}
 

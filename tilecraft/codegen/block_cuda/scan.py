@@ -1,5 +1,5 @@
 """`cumsum` of block programs as CUDA: T.cumsum's inclusive prefix sums along one dimension
-(reverse: from the end), with the CUDA emitter's arithmetic (codegen/cuda/emit_scan.py): the sum
+(reverse: from the end), with the interpreter's arithmetic: the sum
 runs in float (double for float64 tiles, 64-bit integers for integer tiles) and is rounded once
 per stored element. A mixin of `BlockPrinter` (printer.py).
 

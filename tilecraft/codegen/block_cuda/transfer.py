@@ -30,6 +30,18 @@ def small(buf) -> bool:
     return all(isinstance(d, int) for d in buf.shape) and math.prod(buf.shape) < 2**31
 
 
+def in_64_bits(e):
+    """`e` with its integer arithmetic done in int64, as wide_p prints it."""
+    import dataclasses
+
+    from tilecraft.dtypes import int64
+    from tilecraft.ir import BinOp
+
+    if isinstance(e, BinOp) and e.dtype.is_integer and e.dtype.bits < 64:
+        return dataclasses.replace(e, a=in_64_bits(e.a), b=in_64_bits(e.b), dtype=int64)
+    return e
+
+
 class TransferPrinter:
     def wide_p(self, e, wide: bool) -> str:
         """`e` printed with 64-bit integer arithmetic when `wide` (the interpreter's rule for
@@ -53,15 +65,28 @@ class TransferPrinter:
             idx[d] = f"({idx[d]} + {c})"
         return idx
 
-    def global_flat(self, t, idx: list[str]) -> tuple[str, str]:
-        """(flat element index, in-bounds condition) of `idx` in global tensor `t`."""
+    def global_flat(self, t, idx: list[str], s=None) -> tuple[str, str]:
+        """(flat element index, in-bounds condition) of `idx` in global tensor `t`; with the
+        transfer `s` whose tile `idx` indexes, no `>= 0` test in a dimension whose offset is
+        provably non-negative (block indices, loop variables: the tile's coordinates are)."""
         dims = t.buffer.shape
         shape = [str(d) if isinstance(d, int) else self.p(d) for d in dims]
         flat = idx[0] if small(t.buffer) else f"(long long)({idx[0]})"  # 64-bit past 2^31
         for i, n in zip(idx[1:], shape[1:]):
             flat = f"({flat}) * {n} + {i}"
-        ok = " && ".join(f"{i} >= 0 && {i} < {n}" for i, n in zip(idx, shape))
+        wide = not small(t.buffer)
+        lows = [True] * len(idx) if s is None else [self.may_be_negative(o, wide)
+                                                    for o in s.offset]
+        ok = " && ".join((f"{i} >= 0 && " if low else "") + f"{i} < {n}"
+                         for i, n, low in zip(idx, shape, lows))
         return flat, ok
+
+    def may_be_negative(self, e, wide: bool) -> bool:
+        """`e`, printed in 64-bit arithmetic when `wide` (wide_p), may be below 0."""
+        from tilecraft.ir.ranges import bound
+
+        r = bound(in_64_bits(e) if wide else e, self.exprs.ranges)
+        return r is None or r[0] < 0
 
     def shared_offset(self, s, t: SharedTensor, idx: list[str]) -> str:
         """The layout's own offset function, evaluated on C text (indices are non-negative)."""
@@ -81,7 +106,7 @@ class TransferPrinter:
         if isinstance(mem, SharedTensor):
             ptr, ok = f"&{m}[{self.shared_offset(s, mem, idx)}]", None
         else:
-            flat, ok = self.global_flat(mem, idx)
+            flat, ok = self.global_flat(mem, idx, s)
             ptr = f"&{m}[{flat}]"
             if self.in_bounds(s, reg.shape):
                 ok = None
@@ -110,7 +135,8 @@ class TransferPrinter:
         if self._vector(s, out, s.src, True):
             return
         self.per_register(out)
-        flat, ok = self.global_flat(s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")))
+        flat, ok = self.global_flat(s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")),
+                                    s)
         if self.in_bounds(s, out.shape):
             self.w(f"{self.tensor(out)}[li] = {self.tensor(s.src)}[{flat}];")
         else:
@@ -123,7 +149,8 @@ class TransferPrinter:
         if self._vector(s, src, s.dst, False):
             return
         self.per_register(src)
-        flat, ok = self.global_flat(s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")))
+        flat, ok = self.global_flat(s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")),
+                                    s)
         guard = "" if self.in_bounds(s, src.shape) else f"if ({ok}) "
         self.w(f"{guard}{self.tensor(s.dst)}[{flat}] = {self.tensor(src)}[li];")
         self.close()
@@ -155,7 +182,7 @@ class TransferPrinter:
         owner = replica_index(src.layout, "tid")
         self.per_register(src)
         flat, ok = self.global_flat(s.dst, self.tile_index(s, frag_coords(src.layout, "tid",
-                                                                           "li")))
+                                                                           "li")), s)
         guard = f"{ok} && ({owner}) == 0" if owner else ok
         self.w(f"if ({guard}) tc::atomic_{s.kind}(&{self.tensor(s.dst)}[{flat}], "
                f"{self.tensor(src)}[li]);")
@@ -171,7 +198,7 @@ class TransferPrinter:
         self.w(f"// copy_async {s.src.buffer.name} -> {dst.buffer.name}: copied when issued")
         self.open(f"for (int e = tid; e < {n}; e += {nt})")
         coords = [f"(e / {math.prod(shape[k + 1:])}) % {shape[k]}" for k in range(len(shape))]
-        flat, ok = self.global_flat(s.src, self.tile_index(s, coords))
+        flat, ok = self.global_flat(s.src, self.tile_index(s, coords), s)
         off = self.shared_offset(s, dst, coords)
         self.w(f"{self.tensor(dst)}[{off}] = ({ok}) ? {self.tensor(s.src)}[{flat}] : "
                f"{zero(ctype(dst.dtype))};")
@@ -205,7 +232,7 @@ class TransferPrinter:
         self.open(f"for (int e = tid; e < {n}; e += {nt})")
         coords = [f"(e / {per_row * math.prod(shape[k + 1:-1])}) % {shape[k]}"
                   for k in range(len(shape) - 1)] + [f"(e % {per_row}) * {c}"]
-        flat, ok = self.global_flat(s.src, self.tile_index(s, coords))
+        flat, ok = self.global_flat(s.src, self.tile_index(s, coords), s)
         off = self.shared_offset(s, dst, coords)
         src = self.tensor(s.src)
         self.w(f"const bool ok = {ok};")
@@ -255,7 +282,7 @@ class TransferPrinter:
                 self.w(f"tc::cp_async_16(dst_t + {d_s}u, src_t + {d_g});")
                 continue
             idx = self.tile_index(s, [f"({f}) + {int(x[k, 0])}" for f, x in zip(first, d_tile)])
-            _, ok = self.global_flat(s.src, idx)
+            _, ok = self.global_flat(s.src, idx, s)
             self.w(f"tc::cp_async_16(dst_t + {d_s}u, ({ok}) ? (const void*)(src_t + {d_g}) : "
                    f"(const void*){self.tensor(s.src)}, {ok});")
         self.close()

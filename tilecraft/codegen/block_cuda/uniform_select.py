@@ -89,8 +89,9 @@ def uniform_select(s: ParallelCompute, ranges: dict[Var, Interval]) -> UniformSe
             outer[atom] = coeff
     if len(outer) == len(terms):
         return None  # no loop variable: a condition uniform anyway
-    if not outer:
-        return UniformSelect(store, cond.op, lo, hi)
+    if not outer:  # the same range on every tile: of use only where it decides the condition
+        split = UniformSelect(store, cond.op, lo, hi)
+        return split if split.decided() is not None else None
     lo_e, hi_e = from_linear((outer, lo)), from_linear((outer, hi))
     if not (lo_e.dtype.kind == "int" and bound(lo_e, ranges) is not None
             and bound(hi_e, ranges) is not None):

@@ -1,10 +1,13 @@
-"""build_cuda_kernel: Tile IR -> passes -> CUDA C++ -> NVRTC cubin -> a callable kernel.
+"""build_cuda_kernel: Tile IR -> passes -> block program -> CUDA C++ (codegen/block_cuda) ->
+NVRTC cubin -> a callable kernel.
 
     k = build_cuda_kernel(prim_func, arch="sm_90a")
     print(k.source); k.resources.registers; k(a, b, c)   # torch CUDA tensors
 
 `generate_cuda(func, arch)` stops at the source (plus parameter list and launch spec), which is
-what the CPU tests compile through NVRTC.
+what the CPU tests compile through NVRTC. This package also holds what the block printer prints
+with: C expressions (cexpr.py), layout index text (indexing.py) and the device headers
+(include/tilecraft/*.cuh), whose #include lines `include_lines` picks.
 """
 
 from __future__ import annotations
@@ -14,14 +17,9 @@ import re
 from dataclasses import dataclass
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import BinOp, Buffer, Cast, Const, Gemm, PrimFunc, UseSwizzle, Var
-from tilecraft.ir.ranges import work_grows_with
-from tilecraft.ir.visitor import walk
+from tilecraft.ir import BinOp, Cast, Const, PrimFunc, Var
 from tilecraft.options import CompileOptions
 from tilecraft.passes import lower
-
-from .cexpr import ctype
-from .emitter import KernelEmitter
 
 HEADERS = ("common", "fp8", "mma", "ldmatrix", "cp_async", "reduce", "math", "atomic", "codegen",
            "scan", "debug", "sync", "wgmma", "tma")
@@ -77,16 +75,6 @@ class GeneratedKernel:
     fallback_source: str | None = None
 
 
-def min_blocks_per_sm(kernel) -> int:
-    """Blocks of 512+ threads without tensor-core work ask ptxas for two resident blocks per SM
-    (at most 64 / 32 registers per thread), so one block's loads overlap the other's math; a
-    1024-thread softmax over 16384-wide rows ran at 51% of copy speed with one block per SM,
-    84% with two. Tensor-core kernels keep the registers their tiles need."""
-    if kernel.num_threads < 512 or any(isinstance(s, Gemm) for s in walk(kernel.body)):
-        return 1
-    return 2
-
-
 def compile_generated(gen: GeneratedKernel, arch: str):
     """Compile `gen` (NVRTC); when asking for two blocks per SM makes it spill, compile the one-
     block source instead. Returns (CompiledCubin, the source it came from)."""
@@ -129,79 +117,16 @@ def _options(arch: str | None, options: CompileOptions | None) -> CompileOptions
 
 def generate_cuda(func: PrimFunc, arch: str | None = None,
                   options: CompileOptions | None = None) -> GeneratedKernel:
-    """The CUDA source of `func` for `arch` (else the live GPU's, else sm_90a) or `options`."""
-    from tilecraft.args import runtime_params
-    from tilecraft.runtime import LaunchSpec, ScalarParam, TensorMapParam
+    """The CUDA source of `func` for `arch` (else the live GPU's, else sm_90a) or `options`:
+    the pass pipeline, then the block printer on the lowered program (codegen/block_cuda)."""
+    from tilecraft.codegen.block_cuda.build import generate_block
+    from tilecraft.passes.lower_tile_ops import lowered_program
 
-    state = lower(func, _options(arch, options))
-    kernel = state.kernel
-    em = KernelEmitter(state)
-    name = f"{func.name}_kernel"
-    sig, params = [], []
-    dyn_names = {v.name for v in func.dynamic_vars}
-    for p in func.params:
-        if isinstance(p, Buffer):
-            sig.append(p)  # printed after the body: __restrict__ unless thread 0 alone writes it
-        else:
-            sig.append(f"const {ctype(p.dtype)} {em.name(p)}")
-    for v in func.dynamic_vars:
-        sig.append(f"const int {em.name(v)}")
-        params.append(ScalarParam(v.name, "int32", dim=v.name))
-    em.w(f"// T.Kernel grid {tuple(str(g) for g in kernel.grid)}, {kernel.num_threads} threads, "
-         f"{state.smem_bytes} bytes of shared memory")
-    em.w("extern __shared__ __align__(1024) unsigned char tc_smem[];")
-    em.w("const int tid = threadIdx.x;")
-    for v in kernel.thread_vars:
-        em.bind(v, "tid")
-        em.ranges[v] = (0, kernel.num_threads - 1)
-    for v, g in zip(kernel.block_vars, kernel.grid):
-        em.set_range(v, first=0, count=g)
-    swz = [s for s in walk(kernel.body) if isinstance(s, UseSwizzle)]
-    bvars = list(kernel.block_vars)
-    axes = "xyz"
-    if swz and len(bvars) >= 2:
-        op = swz[0]
-        em.w(f"int {em.name(bvars[0])}, {em.name(bvars[1])};  // T.use_swizzle"
-             f"({op.panel_size}, order={op.order!r})")
-        em.w(f"tc::rasterize({op.panel_size}, {'true' if op.order == 'col' else 'false'}, "
-             f"{em.name(bvars[0])}, {em.name(bvars[1])});")
-        rest = bvars[2:]
-        start = 2
-    else:
-        rest, start = bvars, 0
-    for i, v in enumerate(rest):
-        if work_grows_with(kernel.body, v, em.ranges):
-            em.w(f"const int {em.name(v)} = gridDim.{axes[start + i]} - 1 - blockIdx."
-                 f"{axes[start + i]};  // the blocks with the longest loops start first")
-        else:
-            em.w(f"const int {em.name(v)} = blockIdx.{axes[start + i]};")
-    em.stmt(kernel.body)
-    sig = [s if isinstance(s, str) else
-           f"{ctype(s.dtype)}*{'' if s in em.written_by_one else ' __restrict__'} {em.name_buf(s)}"
-           for s in sig]
-    # the user's parameters, as the interpreter's checker sees them, plus vector alignments
-    params[:0] = runtime_params(func, em.vector_bytes)
-    for map_name, (buf, box, swizzle) in state.tensor_maps.items():  # TMA loads (emit_tma.py)
-        sig.append(f"const __grid_constant__ tc::TensorMap {map_name}")
-        params.append(TensorMapParam(map_name, buf.name, box, swizzle))
-    body = "\n".join(em.lines)
-    helpers = "".join(f"{h}\n" for h in em.helpers.values())
-
-    def source(min_blocks: int) -> str:
-        code = (f"{helpers}"
-                f'extern "C" __global__ void __launch_bounds__({kernel.num_threads}, '
-                f"{min_blocks})\n{name}({', '.join(sig)}) {{\n{body}\n}}\n")
-        return f"// Generated by tilecraft from `{func.name}`.\n{include_lines(code)}\n\n{code}"
-
-    min_blocks = min_blocks_per_sm(kernel)
-    grid = []
-    for g in kernel.grid:
-        c = g.value if isinstance(g, Const) else (g if isinstance(g, int) else None)
-        grid.append(int(c) if c is not None else (lambda d, g=g: int(_eval(g, d))))
-    del dyn_names
-    launch = LaunchSpec(grid=tuple(grid), block=(kernel.num_threads,), smem=state.smem_bytes)
-    return GeneratedKernel(name, source(min_blocks), tuple(params), launch, state,
-                           source(1) if min_blocks > 1 else None)
+    opts = _options(arch, options)
+    state = lower(func, opts)
+    gen = generate_block(lowered_program(state), opts.target.arch, state.prepared)
+    return GeneratedKernel(gen.name, gen.source, gen.params, gen.launch, state,
+                           gen.fallback_source)
 
 
 class CudaKernel:

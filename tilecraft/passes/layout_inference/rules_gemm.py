@@ -28,7 +28,6 @@ reads A from registers, only when the layout is the mma.sync one (that gemm's A 
 
 from __future__ import annotations
 
-
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Gemm
 from tilecraft.ir.visitor import walk
@@ -37,7 +36,7 @@ from tilecraft.layout.atoms import MMA_M16N8K16_F16
 from tilecraft.layout.swizzle import make_swizzled_layout
 from tilecraft.layout.wgmma import operand_descriptor
 
-from ..plan_shared_memory import wants_swizzle
+from ..choose_swizzles import wants_swizzle
 
 
 def warp_partition(op: Gemm, num_warps: int) -> tuple[int, int, int]:

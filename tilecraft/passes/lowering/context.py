@@ -67,7 +67,7 @@ class LowerContext:
         self.tensors: dict[Buffer, BlockTensor] = {}
         self._temps = 0
         self._producers = {id(p) for plan in state.pipelines.values() for p in plan.producers}
-        self._reused = reused_copies(state, alone=False)
+        self._reused = reused_copies(state)
         # the shared tiles pipelined loops stage (pipeline_copies reallocates them)
         self.staged = {p.dst.buffer for plan in state.pipelines.values() for p in plan.producers}
 

@@ -1,0 +1,32 @@
+"""prepare: the steps between a block program and its printing, as passes (passes/pipeline.py
+runs them on a lowered kernel; the printer on a program written at the Tilus level):
+
+    plan_arena           where each shared tensor lives (smem_plan.py)
+    insert_barriers      the barriers the GPU needs, the arena's sharing included (barriers.py)
+    select_instructions  a typed plan per instruction a hardware instruction computes (select.py)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .barriers import insert_barriers
+from .program import BlockProgram
+from .select import select_instructions
+from .smem_plan import SharedPlan, plan_shared
+
+
+@dataclass(frozen=True)
+class Prepared:
+    program: BlockProgram  # with its barriers
+    arena: SharedPlan
+    plans: dict  # id(instruction of `program`) -> its plan
+
+
+def prepare(program: BlockProgram, target) -> Prepared:
+    """Verify `program`, plan its arena, insert its barriers, select its instructions for
+    `target` (a Target, or None: nothing a chip may lack)."""
+    program.verify()
+    arena = plan_shared(program.body)
+    program = insert_barriers(program, arena.groups)
+    return Prepared(program, arena, select_instructions(program, target))

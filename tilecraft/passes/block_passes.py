@@ -1,0 +1,33 @@
+"""The block-program passes before printing (block/prepare.py does the same for a program written
+at the Tilus level): each runs only when lowering built a program.
+
+- plan_arena (`arena`): state.arena, the shared tensors' byte offsets (block/smem_plan.py);
+- insert_barriers (`barriers`): state.block_program with the barriers the GPU needs
+  (block/barriers.py), the arena's sharing included;
+- select_instructions (`prepared`): state.prepared, the program with its arena and a typed plan
+  per instruction for the target (block/select.py), what codegen/block_cuda prints.
+"""
+
+from __future__ import annotations
+
+from tilecraft.block import barriers, select, smem_plan
+from tilecraft.block.prepare import Prepared
+
+from .context import KernelState
+
+
+def plan_arena(state: KernelState) -> None:
+    if state.block_program is not None:
+        state.block_program.verify()
+        state.arena = smem_plan.plan_shared(state.block_program.body)
+
+
+def insert_barriers(state: KernelState) -> None:
+    if state.block_program is not None:
+        state.block_program = barriers.insert_barriers(state.block_program, state.arena.groups)
+
+
+def select_instructions(state: KernelState) -> None:
+    if state.block_program is not None:
+        plans = select.select_instructions(state.block_program, state.target)
+        state.prepared = Prepared(state.block_program, state.arena, plans)
