@@ -61,7 +61,7 @@ def test_every_barrier_of_a_wgmma_kernel_follows_a_proxy_fence():
     syncs = [m.start() for m in re.finditer(r"__syncthreads\(\);", source)]
     assert syncs and all(source[:i].rstrip().endswith("tc::fence_proxy_async_shared();")
                          for i in syncs)
-    plain = print_cuda(_gemm_program("gemm_default"), None).source
+    plain = print_cuda(_gemm_program("gemm_default", A100_SXM), None).source
     assert "fence_proxy_async" not in plain and "wgmma" not in plain
 
 

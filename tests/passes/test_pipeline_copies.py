@@ -69,8 +69,31 @@ def test_a_pipelined_gemm_issues_its_copies_stages_ahead_with_one_barrier_per_it
     _same_as_interpreter(_gemm(128, 128, 256), program)
 
 
-def test_on_hopper_the_lone_dot_stays_in_flight_across_iterations():
+def test_on_hopper_the_lone_dot_stays_in_flight_and_tma_stages_are_freed_by_mbarriers():
+    """TMA loads on "full" barriers; every warp arrives on a stage's "empty" barrier once the
+    dot that read it is done, and the issuing thread waits there before refilling it: no CTA
+    barrier in the loop. The VM checks every phase a wait names."""
+    from tilecraft.block import MbarrierArrive, MbarrierWait
+    from tilecraft.ir import If
+
     program = lowered_program(lower(_gemm(128, 128, 256), H100_SXM))
+    body = list(_loop(program).body.stmts)
+    assert isinstance(body[0], MbarrierWait) and body[0].bars.name.endswith("_full")
+    assert not any(isinstance(s, Synchronize) for s in walk(_loop(program).body))
+    waits = [s for s in walk(_loop(program).body) if isinstance(s, MbarrierWait)]
+    assert [w.issuer for w in waits] == [False, True]  # the empty wait: the issuer's alone
+    dot, wait, arrive = body[-3], body[-2], body[-1]
+    assert isinstance(dot, DotShared) and dot.asynchronous
+    assert isinstance(wait, DotWaitGroup) and wait.n == 1
+    assert isinstance(arrive, If) and isinstance(arrive.then_body, MbarrierArrive)
+    _same_as_interpreter(_gemm(128, 128, 256), program)
+
+
+def test_on_hopper_without_tma_the_lone_dot_stays_in_flight_across_iterations():
+    from tilecraft.options import CompileOptions
+
+    program = lowered_program(lower(_gemm(128, 128, 256),
+                                    CompileOptions.for_arch("sm_90a", tma=False)))
     body = list(_loop(program).body.stmts)
     assert isinstance(body[0], CopyAsyncWaitGroup) and body[0].n == 0  # 3 stages: 1 ahead
     dot, wait = body[-2], body[-1]

@@ -33,7 +33,7 @@ from .instructions import (
                       Synchronize,
                       ViewGlobal,
 )
-from .mbarrier import CopyAsyncBulk, MbarrierExpect, MbarrierInit, MbarrierWait
+from .mbarrier import CopyAsyncBulk, MbarrierArrive, MbarrierExpect, MbarrierInit, MbarrierWait
 from .parallel import AtomicGlobal, CumSumRegister, ParallelCompute
 from .printer import instruction_str, program_str
 from .program import BlockProgram
@@ -56,7 +56,7 @@ __all__ = [
     "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "BlockTensor", "Cast",
     "CopyAsync", "CopyAsyncBulk", "CopyAsyncCommitGroup", "CopyAsyncWaitGroup", "CumSumRegister",
     "Dot", "DotShared", "DotWaitGroup", "Exit", "Fill", "GlobalTensor", "Instruction",
-    "LoadGlobal", "LoadShared", "MbarrierExpect", "MbarrierInit", "MbarrierWait",
+    "LoadGlobal", "LoadShared", "MbarrierArrive", "MbarrierExpect", "MbarrierInit", "MbarrierWait",
     "ParallelCompute", "Print", "ReduceRegister", "RegisterTensor", "SharedSlice", "SharedTensor",
     "StoreGlobal", "StoreShared", "Synchronize", "UnaryOp", "View", "ViewGlobal",
     "elementwise_expr", "instruction_str", "program_str", "result_dtype", "run", "verify",

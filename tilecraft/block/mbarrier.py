@@ -10,10 +10,13 @@ mbarriers), for pipelines whose stages one thread fills.
 
 A barrier's phase completes when its arrivals arrived and the bytes announced landed; phases
 alternate 0, 1, 0, ... so a stage reused every S iterations waits for phase (k // S) % 2. The
-copies of one phase must be issued after its `mbarrier_expect`. On the block VM an
-`mbarrier_wait` lands the copies that complete on that barrier (vm_mbarrier.py); on the GPU one
-thread issues the expect and the copies (a TMA load per swizzle column block, selected by
-block/select_tma.py), and every thread waits.
+copies of one phase must be issued after its `mbarrier_expect`. `mbarrier_arrive(bars, i)` is
+one arrival of every warp (a stage's readers saying they are done with it), and a wait may be
+the issuing thread's alone (`issuer=True`: it orders the bulk copies that thread issues next).
+On the block VM an `mbarrier_wait` lands the copies that complete on that barrier and checks
+that the phase it names is the next one to complete (vm_mbarrier.py); on the GPU one thread
+issues the expect and the copies (a TMA load per swizzle column block, selected by
+block/select_tma.py), and every thread (or the issuer) waits.
 """
 
 from __future__ import annotations
@@ -92,21 +95,23 @@ class MbarrierExpect(Instruction):
 
 @dataclass(frozen=True)
 class MbarrierWait(Instruction):
-    """`mbarrier_wait(bars, index, phase)`: every thread waits until phase `phase` (0 or 1) of
-    bars[index] is complete."""
+    """`mbarrier_wait(bars, index, phase, issuer=False)`: every thread (the thread issuing bulk
+    copies alone, with `issuer`) waits until phase `phase` (0 or 1) of bars[index] is
+    complete."""
 
     bars: SharedTensor
     index: Expr
     phase: Expr
+    issuer: bool = False
     span: Span | None = field(default=None, compare=False)
     NAME: ClassVar[str] = "mbarrier_wait"
 
     @classmethod
-    def create(cls, bars: SharedTensor, index: Any, phase: Any,
+    def create(cls, bars: SharedTensor, index: Any, phase: Any, issuer: bool = False,
                span: Span | None = None) -> MbarrierWait:
         span = user_span(span)
         _barriers(bars, cls.NAME, span)
-        return cls(bars, as_expr(index), as_expr(phase), span)
+        return cls(bars, as_expr(index), as_expr(phase), bool(issuer), span)
 
     def reads(self):
         return (self.bars,)
@@ -117,8 +122,36 @@ class MbarrierWait(Instruction):
     def script(self) -> str:
         from tilecraft.ir.printer import expr_str
 
+        who = ", issuer=True" if self.issuer else ""
         return (f"mbarrier_wait({self.bars.name}, {expr_str(self.index)}, "
-                f"{expr_str(self.phase)})")
+                f"{expr_str(self.phase)}{who})")
+
+
+@dataclass(frozen=True)
+class MbarrierArrive(Instruction):
+    """`mbarrier_arrive(bars, index)`: every warp arrives once on bars[index]."""
+
+    bars: SharedTensor
+    index: Expr
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "mbarrier_arrive"
+
+    @classmethod
+    def create(cls, bars: SharedTensor, index: Any, span: Span | None = None) -> MbarrierArrive:
+        span = user_span(span)
+        _barriers(bars, cls.NAME, span)
+        return cls(bars, as_expr(index), span)
+
+    def reads(self):
+        return (self.bars,)
+
+    def exprs(self):
+        return (self.index,)
+
+    def script(self) -> str:
+        from tilecraft.ir.printer import expr_str
+
+        return f"mbarrier_arrive({self.bars.name}, {expr_str(self.index)})"
 
 
 @dataclass(frozen=True)

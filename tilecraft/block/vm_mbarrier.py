@@ -1,16 +1,18 @@
 """The VM semantics of bulk copies and barriers (block/mbarrier.py).
 
-`copy_async_bulk` reads its tile when issued (like copy_async) and lands at the `mbarrier_wait`
-on its barrier: until then touching its destination is TC605 (the per-element pending counts of
-vm.py). Phases are checked: a barrier's phase completes at each wait, so a wait must name the
-phase the barrier is in (0, 1, 0, ...); another is TC603 at the wait.
+A barrier counts arrivals (`mbarrier_expect`: one; `mbarrier_arrive`: one per warp) and
+completes a phase each time they reach its `mbarrier_init` count. `copy_async_bulk` reads its
+tile when issued (like copy_async) and lands at the `mbarrier_wait` on its barrier: until then
+touching its destination is TC605 (the per-element pending counts of vm.py). Waits take the
+phases in order: a wait names the parity of the next phase not waited for (else TC603), and
+that phase must have completed (a wait no arrival can satisfy would hang the GPU: TC603).
 """
 
 from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError
 
-from .mbarrier import CopyAsyncBulk, MbarrierExpect, MbarrierInit, MbarrierWait
+from .mbarrier import CopyAsyncBulk, MbarrierArrive, MbarrierExpect, MbarrierInit, MbarrierWait
 from .vm import BlockVM, PendingCopy, shared_offsets
 from .vm_ops import _read_global, rule
 
@@ -34,13 +36,27 @@ def _state(vm: BlockVM, bars) -> dict:
 @rule(MbarrierInit)
 def _init(vm: BlockVM, s: MbarrierInit) -> None:
     n = int(s.bars.shape[0])
-    vm.barriers[s.bars] = {"phase": [0] * n, "copies": [[] for _ in range(n)]}
+    vm.barriers[s.bars] = {"count": s.arrivals, "arrived": [0] * n, "completed": [0] * n,
+                           "waited": [0] * n, "copies": [[] for _ in range(n)]}
+
+
+def _arrive(vm: BlockVM, bars, index, arrivals: int) -> None:
+    i = _index(vm, bars, index)
+    st = _state(vm, bars)
+    st["arrived"][i] += arrivals
+    while st["arrived"][i] >= st["count"]:
+        st["arrived"][i] -= st["count"]
+        st["completed"][i] += 1
 
 
 @rule(MbarrierExpect)
 def _expect(vm: BlockVM, s: MbarrierExpect) -> None:
-    _index(vm, s.bars, s.index)
-    _state(vm, s.bars)
+    _arrive(vm, s.bars, s.index, 1)
+
+
+@rule(MbarrierArrive)
+def _arrive_warps(vm: BlockVM, s: MbarrierArrive) -> None:
+    _arrive(vm, s.bars, s.index, vm.num_threads // 32)
 
 
 @rule(CopyAsyncBulk)
@@ -59,12 +75,16 @@ def _copy_bulk(vm: BlockVM, s: CopyAsyncBulk) -> None:
 def _wait(vm: BlockVM, s: MbarrierWait) -> None:
     i = _index(vm, s.bars, s.index)
     st = _state(vm, s.bars)
-    phase = int(vm.ev.scalar(s.phase))
-    if phase != st["phase"][i]:
+    phase, n = int(vm.ev.scalar(s.phase)), st["waited"][i]
+    if phase != n % 2:
         raise TilecraftError("TC603", s.span, instr=s.NAME,
-                             detail=f"barrier {i} of `{s.bars.name}` is in phase "
-                             f"{st['phase'][i]}, the wait names phase {phase}")
+                             detail=f"barrier {i} of `{s.bars.name}` is in phase {n % 2}, the "
+                             f"wait names phase {phase}")
+    if st["completed"][i] <= n:
+        raise TilecraftError("TC603", s.span, instr=s.NAME,
+                             detail=f"no arrival completes phase {n} of barrier {i} of "
+                             f"`{s.bars.name}` before this wait (it would never return)")
     vm.complete(st["copies"][i])
     st["copies"][i] = []
-    st["phase"][i] ^= 1
+    st["waited"][i] += 1
 

@@ -49,6 +49,7 @@ from tilecraft.block import (
     CopyAsyncWaitGroup,
     DotShared,
     DotWaitGroup,
+    MbarrierArrive,
     MbarrierExpect,
     MbarrierInit,
     MbarrierWait,
@@ -71,6 +72,7 @@ from .context import KernelState
 class _Config:
     lone_dot: bool  # the lone dot_shared runs on wgmma, left in flight across iterations
     tma: bool  # copies that qualify become TMA loads on mbarriers
+    warps: int  # of the block (arrivals on a stage's "empty" barrier)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +88,8 @@ def pipeline_copies(state: KernelState) -> None:
         return
     staged: dict[SharedTensor, SharedTensor] = {}  # tile -> its stages
     opts, hopper = state.options, state.target.has_wgmma
-    cfg = _Config(hopper and opts.wgmma and opts.wgmma_pipeline, hopper and opts.tma)
+    cfg = _Config(hopper and opts.wgmma and opts.wgmma_pipeline, hopper and opts.tma,
+                  program.num_threads // 32)
     body = _rewrite(program.body, program.body, staged, cfg)
     if staged:
         body = _reallocate(body, staged)
@@ -171,9 +174,9 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
             if id(x) not in mine]
     dot = _lone_dot(rest, producers) if cfg.lone_dot and S >= 3 else None
     ahead = S - 1 if dot is None else S - 2  # iterations the copies run ahead
-    # TMA (one thread, stages on mbarriers) when every copy can be one; not for the lone dot,
-    # whose stages a CTA barrier would free later than cp.async groups do (benchmarks/NOTES.md)
-    tma = cfg.tma and dot is None and all(
+    # TMA (one thread, stages on mbarriers) when every copy can be one; with the lone dot the
+    # stages are freed by "empty" mbarriers every warp arrives on, not by a CTA barrier
+    tma = cfg.tma and all(
         select_tma(p.copy.dst, p.copy.src, p.copy.dims) is not None for p in producers)
     span = loop.span
     for p in producers:
@@ -182,10 +185,12 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
             buf = Buffer.create(f"{tile.name}_stages", (S, *tile.shape), tile.dtype, "shared",
                                 tile.buffer.span)
             staged[tile] = SharedTensor.of(buf, stacked(tile.layout, S))
-    bars = None
+    bars = empty = None
     if tma:
         first = producers[0].copy.dst
         bars = SharedTensor.create(f"{first.name}_full", "uint64", (S,), span=span)
+        if dot is not None:
+            empty = SharedTensor.create(f"{first.name}_empty", "uint64", (S,), span=span)
     nbytes = sum(p.copy.dst.layout.size * p.copy.dst.dtype.bits // 8 for p in producers)
 
     def issue(it, stage, tag: str) -> list[Stmt]:
@@ -217,6 +222,9 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
     if bars is not None:
         prologue += [AllocateShared.create(bars, span=span),
                      MbarrierInit.create(bars, 1, span=span)]
+    if empty is not None:  # every warp arrives once it is done reading a stage
+        prologue += [AllocateShared.create(empty, span=span),
+                     MbarrierInit.create(empty, cfg.warps, span=span)]
     for it in range(ahead):
         cond = _lt(Const.create(it), n)
         prologue += guarded(cond, issue(Const.create(it), Const.create(it), f"p{it}"))
@@ -227,8 +235,13 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         body: list[Stmt] = [CopyAsyncWaitGroup.create(ahead - 1, span=span)]
     else:
         body = [MbarrierWait.create(bars, _simple(k % S), _simple((k // S) % 2), span=span)]
-    body.append(Synchronize.create(span=span))  # every thread is done with the stage refilled
     refill = issue(pre, pre % S, "w")
+    if empty is None:
+        body.append(Synchronize.create(span=span))  # every thread is done with the stage refilled
+    else:  # the stage refilled was read at k - 2; its readers arrived at k - 1
+        released = MbarrierWait.create(empty, pre % S, _simple(((k - 2) // S) % 2), issuer=True,
+                                       span=span)
+        refill = guarded(_simple(k >= 2), [released]) + refill
     body += [If(_lt(pre, n), SeqStmt.create(refill), None, span)] + commit
     for p in producers:
         tile = p.copy.dst
@@ -240,6 +253,9 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         body += rest
     else:
         body += [dataclasses.replace(dot, asynchronous=True), DotWaitGroup.create(1, span=span)]
+        if empty is not None:  # the dot of k - 1 is done: its stage is free
+            body += guarded(_simple(k >= 1), [MbarrierArrive.create(empty, _simple((k - 1) % S),
+                                                                     span=span)])
         after.insert(0, DotWaitGroup.create(0, span=span))
     new = dataclasses.replace(loop, kind="serial", body=SeqStmt.create(body))
     return SeqStmt.create(prologue + [new] + after)

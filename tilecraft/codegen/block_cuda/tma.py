@@ -6,7 +6,8 @@ thread 0 on the plan block/select_tma.py chose, mbarrier init/arrive/wait. A mix
 
 from __future__ import annotations
 
-from tilecraft.block import CopyAsyncBulk, MbarrierExpect, MbarrierInit, MbarrierWait
+from tilecraft.block import (CopyAsyncBulk, MbarrierArrive, MbarrierExpect, MbarrierInit,
+                             MbarrierWait)
 
 
 class TmaPrinter:
@@ -28,7 +29,12 @@ class TmaPrinter:
                f"{s.nbytes});")
 
     def _MbarrierWait(self, s: MbarrierWait) -> None:
-        self.w(f"tc::mbarrier_wait({self.bar(s.bars, s.index)}, {self.p(s.phase)});")
+        guard = "if (tid == 0) " if s.issuer else ""  # (thread 0 issues the bulk copies)
+        self.w(f"{guard}tc::mbarrier_wait({self.bar(s.bars, s.index)}, {self.p(s.phase)});")
+
+    def _MbarrierArrive(self, s: MbarrierArrive) -> None:
+        self.w(f"if (tid % 32 == 0) tc::mbarrier_arrive({self.bar(s.bars, s.index)});  "
+               "// one arrival per warp")
 
     def _CopyAsyncBulk(self, s: CopyAsyncBulk) -> None:
         plan = self.plans.get(id(s))
