@@ -17,7 +17,6 @@ from tilecraft.runtime import TensorMapParam
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from gemm import matmul  # noqa: E402
 
-
 #: wgmma dots, complete in their iteration: the pipeline frees stages by barrier, so TMA applies
 BARRIER_FREED = {"wgmma_pipeline": False}
 

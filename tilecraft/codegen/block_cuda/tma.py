@@ -6,8 +6,13 @@ thread 0 on the plan block/select_tma.py chose, mbarrier init/arrive/wait. A mix
 
 from __future__ import annotations
 
-from tilecraft.block import (CopyAsyncBulk, MbarrierArrive, MbarrierExpect, MbarrierInit,
-                             MbarrierWait)
+from tilecraft.block import (
+    CopyAsyncBulk,
+    MbarrierArrive,
+    MbarrierExpect,
+    MbarrierInit,
+    MbarrierWait,
+)
 
 
 class TmaPrinter:
