@@ -241,6 +241,21 @@ class JITKernel:
 
         return block_program_of(self.func)
 
+    def _vm_program(self):
+        """The block program the block VM runs on the CPU: the Tilus-level kernel's own, the
+        lowered program of a kernel that mixes both levels, else None (the interpreter runs
+        the Tile IR)."""
+        from tilecraft.block.from_kernel import is_mixed
+
+        program = self._block_program()
+        if program is None and is_mixed(self.func):
+            from tilecraft.options import CompileOptions
+            from tilecraft.passes import lower
+            from tilecraft.passes.lower_tile_ops import lowered_program
+
+            program = lowered_program(lower(self.func, CompileOptions.from_env(self.arch)))
+        return program
+
     def _on_interpreter(self, args: tuple) -> bool:
         if self.target == "interp" or _interpret_forced():
             return True
@@ -254,8 +269,8 @@ class JITKernel:
         func = self.func
         full = self._with_outputs(inputs) if self.out_idx else inputs
         debug_nans = self.debug_nans or _debug_nans_forced()
-        program = self._block_program()
-        if program is not None:  # a kernel written at the Tilus level: the block VM
+        program = self._vm_program()
+        if program is not None:  # block instructions (the Tilus level): the block VM
             from tilecraft.args import bind_arguments
             from tilecraft.block.from_kernel import run_on_vm
 

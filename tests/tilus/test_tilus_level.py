@@ -78,20 +78,6 @@ def test_a_layout_that_is_not_a_register_layout_is_tc603_at_its_line():
     assert e.value.code == "TC603" and "# ERR" in e.value.span.source_line()
 
 
-def test_tile_ops_beside_block_instructions_are_tc502_at_the_tile_op():
-    @T.prim_func
-    def mixed(X: T.Tensor((16, 32), "float32")):
-        with T.Kernel(1, threads=128) as bi:
-            x = T.load_global(X, layout=ROWS)
-            f = T.alloc_fragment((16, 32), "float32")  # ERR
-            T.fill(f, 0)
-            T.store_global(x, X)
-
-    with pytest.raises(TilecraftError) as e:
-        tilecraft.jit(mixed)(torch.zeros(16, 32))
-    assert e.value.code == "TC502" and "# ERR" in e.value.span.source_line()
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("shared", [False, True])
 def test_the_figure_2_matmul_on_the_gpu(shared):

@@ -14,7 +14,8 @@ Register tensors are values: `+ - * / %` and unary `-` on them (or `T.add/sub/mu
 make new register tensors with the operands' layout. `offset` gives the start in every dimension
 of the global or shared tensor; a tile of rank r covers its last r dimensions (or `dims`).
 A kernel written at this level runs on the block VM (CPU tensors) and through the block
-printer (CUDA tensors); mixing these instructions with tile ops in one kernel is TC502 for now.
+printer (CUDA tensors). Tile ops may stand beside these instructions when the two levels meet in
+memory (a T.alloc_shared buffer, global tensors): the pass pipeline lowers such a kernel whole.
 """
 
 from __future__ import annotations
@@ -105,9 +106,22 @@ def load_global(g: Any, layout: Any = None, offset: Any = None, dims: Any = None
     return out
 
 
+def _shared(s: Any, instr: str) -> SharedTensor:
+    """A shared tensor: one of T.allocate_shared, or a tile-level T.alloc_shared buffer (the
+    kernel then mixes both levels; lowering gives the buffer its planned layout)."""
+    if isinstance(s, SharedTensor):
+        return s
+    if isinstance(s, Buffer) and s.scope == "shared":
+        return SharedTensor.of(s)
+    raise TilecraftError("TC603", current_span(), instr=instr,
+                         detail=f"expected a shared tensor (T.allocate_shared or "
+                         f"T.alloc_shared), got {type(s).__name__}")
+
+
 def load_shared(s: SharedTensor, layout: Any = None, offset: Any = None, dims: Any = None
                 ) -> RegisterTensor:
     """The tile of shared tensor `s` at `offset`, in registers laid out by `layout`."""
+    s = _shared(s, "load_shared")
     out = _register(s.dtype, layout, "load_shared")
     in_kernel("T.load_shared").emit(LoadShared.create(s, out, offset=offset, dims=dims,
                                                       span=current_span()))
@@ -124,12 +138,14 @@ def store_global(r: RegisterTensor, g: Any, offset: Any = None, dims: Any = None
 def store_shared(r: RegisterTensor, s: SharedTensor, offset: Any = None, dims: Any = None
                  ) -> None:
     """Store register tensor `r` into shared tensor `s` at `offset`."""
+    s = _shared(s, "store_shared")
     in_kernel("T.store_shared").emit(StoreShared.create(r, s, offset=offset, dims=dims,
                                                         span=current_span()))
 
 
 def copy_async(s: SharedTensor, g: Any, offset: Any = None, dims: Any = None) -> None:
     """Start copying the tile of global tensor `g` at `offset` into all of shared tensor `s`."""
+    s = _shared(s, "copy_async")
     in_kernel("T.copy_async").emit(CopyAsync.create(s, _global(g, "copy_async"), offset=offset,
                                                     dims=dims, span=current_span()))
 

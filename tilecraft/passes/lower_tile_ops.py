@@ -31,7 +31,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from tilecraft.block import AllocateRegister, AllocateShared, BlockProgram, GlobalTensor
+from tilecraft.block import (
+    AllocateRegister,
+    AllocateShared,
+    BlockProgram,
+    GlobalTensor,
+    Instruction,
+    RegisterTensor,
+    SharedTensor,
+)
 from tilecraft.diagnostics import TilecraftError, at_span
 from tilecraft.ir import (
     Allocate,
@@ -140,6 +148,8 @@ def _stmt(cx: LowerContext, s: Stmt) -> Stmt:
         if isinstance(s, TileOp) and on_local(s):  # per-thread arrays: scalar code
             _scalar(cx, s)
             return SeqStmt.create(lower_local(cx, s))
+        if isinstance(s, Instruction):  # written at the Tilus level: kept, on lowered tensors
+            return _block_instruction(cx, s)
         rule = RULES.get(type(s))
         if rule is not None:
             if not isinstance(s, ParallelLoop):
@@ -149,3 +159,20 @@ def _stmt(cx: LowerContext, s: Stmt) -> Stmt:
             raise not_lowered(s.span, type(s).__name__)
         _scalar(cx, s)  # lets, stores, evaluate, break: the kernel's scalar code
         return s
+
+
+def _block_instruction(cx: LowerContext, s: Instruction) -> Stmt:
+    """A block instruction of a kernel that mixes both levels: a tile-level shared buffer it
+    names becomes the tensor lowering gave that buffer (its planned layout: the instruction's
+    meaning is logical, so the layout changes nothing but where the bytes lie). A tile-level
+    fragment is refused: layout inference does not take block instructions' layouts yet."""
+    changes = {}
+    for f in dataclasses.fields(s):
+        t = getattr(s, f.name)
+        if isinstance(t, (SharedTensor, RegisterTensor)) and t.buffer in cx.tensors:
+            if isinstance(t, RegisterTensor):
+                raise not_lowered(s.span, f"the fragment `{t.name}` (T.alloc_fragment) used by "
+                                  f"the block instruction `{s.NAME}`", hint="move data between "
+                                  "the levels through shared or global memory")
+            changes[f.name] = cx.tensors[t.buffer]
+    return dataclasses.replace(s, **changes) if changes else s
