@@ -187,7 +187,7 @@ def test_a_parallel_loop_reading_a_fragment_element_of_another_thread_is_tc610_a
     loop = next(s for s in walk(state.kernel.body) if isinstance(s, ParallelLoop))
     wrong = free_layout((64, 64), 128, 4)  # not the gemm accumulator's layout of `acc`
     assert wrong != state.layouts[next(b for b in state.layouts if b.name == "acc")]
-    state.loop_layouts[id(loop)] = wrong
+    state.loop_layouts[loop] = wrong
     program = build_block_program(state)
     with pytest.raises(TilecraftError) as err:
         program.run(*random_inputs(small, 0, 1))

@@ -96,3 +96,31 @@ def test_pipelined_copies_get_stages_and_an_arena_over_the_limit_is_tc503():
     with pytest.raises(TilecraftError) as e:
         generate_cuda(big, "sm_90a")
     assert e.value.code == "TC503"
+
+
+def test_facts_are_kept_per_statement_not_per_value():
+    """Two equal T.Parallel loops are two places in the program: each has its own layout entry,
+    and a statement equal to a keyed one, but another object, is not a key."""
+    import dataclasses
+
+    from tilecraft.ir import ParallelLoop
+    from tilecraft.ir.visitor import walk
+    from tilecraft.passes.context import StmtMap
+
+    @T.prim_func
+    def twice(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                A[i] = A[i] + 1.0
+            for i in T.Parallel(128):
+                A[i] = A[i] + 1.0
+
+    st = lower(twice, H100_SXM)
+    loops = [s for s in walk(st.kernel.body) if isinstance(s, ParallelLoop)]
+    assert len(loops) == 2 and len(st.loop_layouts) == 2
+    assert all(loop in st.loop_layouts for loop in loops)
+    copy = dataclasses.replace(loops[0])
+    assert copy not in st.loop_layouts and st.loop_layouts.get(copy) is None
+    m = StmtMap()
+    m[loops[0]] = 1
+    assert m[loops[0]] == 1 and loops[1] not in m

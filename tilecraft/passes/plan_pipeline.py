@@ -110,6 +110,6 @@ def plan_pipeline(state: KernelState) -> None:
                 and p.src.buffer not in stored]
         if not keep:
             continue
-        state.pipelines[id(loop)] = PipelinePlan(
+        state.pipelines[loop] = PipelinePlan(
             loop=loop, num_stages=stages, producers=tuple(p for p, _ in keep),
             buffers=tuple(b for _, b in keep))

@@ -13,7 +13,7 @@ Three levels, each a fixpoint over the ops that carry a rule (see RULES):
 Conflicts raise TC501 naming both ops, both layouts and the user's lines.
 
 Requires: `legal`.  Produces (`layouts`): state.layouts[fragment buffer] and
-state.loop_layouts[id(ParallelLoop)] for every Parallel loop; state.gemm_warps for every gemm.
+state.loop_layouts[ParallelLoop] for every Parallel loop; state.gemm_warps for every gemm.
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ def infer_layouts(state: KernelState) -> None:
                 ctx.set(buf, lay, node, "free layout")
                 _fixpoint(ctx, nodes, "common")
     for node in nodes:
-        if isinstance(node, ParallelLoop) and id(node) not in state.loop_layouts:
+        if isinstance(node, ParallelLoop) and node not in state.loop_layouts:
             shape = tuple(node.extents)
             if not all(isinstance(e, int) for e in shape):
                 raise TilecraftError("TC502", span=node.span, detail="T.Parallel with "
                                      "dynamic extents", hint="use constant tile extents")
             bits = max([b.dtype.bits for b, _ in parallel_accesses(node)] or [32])
-            state.loop_layouts[id(node)] = free_layout(shape, state.num_threads, max(1, bits // 8))
+            state.loop_layouts[node] = free_layout(shape, state.num_threads, max(1, bits // 8))
 
 
 def _consistent_loop_layout(state, loop):

@@ -56,9 +56,9 @@ class InferenceContext:
                             for sp in (getattr(first, "span", None),) if sp is not None))
 
     def set_loop(self, loop: ParallelLoop, layout) -> None:
-        old = self.state.loop_layouts.get(id(loop))
+        old = self.state.loop_layouts.get(loop)
         if old is None:
-            self.state.loop_layouts[id(loop)] = layout
+            self.state.loop_layouts[loop] = layout
             self.changed = True
         elif old != layout:
             raise TilecraftError("TC501", span=loop.span, buffer="(loop)",

@@ -169,16 +169,16 @@ def gemm_rule(ctx, op: Gemm, level: str) -> None:
     wg = wgmma_plan(ctx, op, state.num_threads // 32)
     if wg is not None:
         gm, gn = wg
-        state.gemm_wgmma[id(op)] = wg
-        state.gemm_warps[id(op)] = (4 * gm, gn)
-        state.gemm_copies[id(op)] = 1
+        state.gemm_wgmma[op] = wg
+        state.gemm_warps[op] = (4 * gm, gn)
+        state.gemm_copies[op] = 1
         ctx.set(op.C.buffer, wgmma_c_layout(m, n, gm, gn), op, "wgmma accumulator layout")
         if op.A.buffer.scope == "fragment":  # m == 64 gm: the mma.sync A layout of 4 gm warps
             ctx.set(op.A.buffer, a_layout(m, k, 4 * gm), op, "wgmma operand A layout")
         return
     wm, wn, r = warp_partition(op, state.num_threads // 32)
-    state.gemm_warps[id(op)] = (wm, wn)
-    state.gemm_copies[id(op)] = r
+    state.gemm_warps[op] = (wm, wn)
+    state.gemm_copies[op] = r
     ctx.set(op.C.buffer, c_layout(m, n, wm, wn, r), op, "mma accumulator layout")
     if op.A.buffer.scope == "fragment":
         if wn != 1 or op.transpose_A or r != 1:

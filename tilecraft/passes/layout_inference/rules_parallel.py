@@ -57,7 +57,7 @@ def parallel_rule(ctx, loop: ParallelLoop, level: str) -> None:
     n = len(loop.vars)
     frags = [(b, loop_dims(loop, b, idx)) for b, idx in parallel_accesses(loop)
              if b.scope == "fragment"]
-    lay = ctx.state.loop_layouts.get(id(loop))
+    lay = ctx.state.loop_layouts.get(loop)
     if lay is None:
         for b, dims in frags:
             if len(dims) == n and ctx.get(b) is not None and tuple(b.shape) == tuple(loop.extents):

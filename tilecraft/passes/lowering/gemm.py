@@ -128,8 +128,8 @@ def lower_gemm(cx: LowerContext, op: Gemm) -> list:
     if shared is not None:
         return shared
     m, n, k = op.mnk()
-    wm, wn = cx.state.gemm_warps[id(op)]
-    r = cx.state.gemm_copies.get(id(op), 1)
+    wm, wn = cx.state.gemm_warps[op]
+    r = cx.state.gemm_copies.get(op, 1)
     layouts = None
     if isinstance(k, int):  # the C blocks' own warps (mma selection then needs no shuffle)
         layouts = operand_layouts_of(c.layout, k) or operand_layouts(m, n, k, wm, wn, r)
@@ -146,7 +146,7 @@ def lower_gemm(cx: LowerContext, op: Gemm) -> list:
 def _dot_shared(cx: LowerContext, op: Gemm, c: RegisterTensor, span) -> list | None:
     """A gemm that layout inference put on wgmma (state.gemm_wgmma), on whole shared operands
     (A may be a whole fragment): `dot_shared` (synchronous), read by descriptor; None otherwise."""
-    if id(op) not in cx.state.gemm_wgmma or op.B.buffer.scope != "shared" or not op.B.is_full():
+    if op not in cx.state.gemm_wgmma or op.B.buffer.scope != "shared" or not op.B.is_full():
         return None
     if op.A.buffer.scope not in ("shared", "fragment") or not op.A.is_full():
         return None

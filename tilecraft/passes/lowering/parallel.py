@@ -4,7 +4,7 @@
         acc[i, j] = acc[i, j] * scale[i]            acc[i, j] = acc[i, j] * scale[i]
 
 The body stays scalar Tile IR; the instruction lists the register and shared tensors it indexes.
-Its layout is `state.loop_layouts[id(loop)]` (layout inference maps every Parallel loop). The VM
+Its layout is `state.loop_layouts[loop]` (layout inference maps every Parallel loop). The VM
 runs the body per (thread, local element) and checks that every register element the body
 touches belongs to that thread (TC610), the promise the CUDA printer relies on.
 
@@ -134,7 +134,7 @@ def _write_backs(cx: LowerContext, loop: ParallelLoop, hoisted: dict) -> list:
 def lower_parallel(cx: LowerContext, loop: ParallelLoop) -> list:
     _check_body(loop)
     out: list = []
-    layout = cx.state.loop_layouts[id(loop)]
+    layout = cx.state.loop_layouts[loop]
     hoisted = _hoisted_reads(cx, loop, layout, out)
     after = _write_backs(cx, loop, hoisted)
     if hoisted:
