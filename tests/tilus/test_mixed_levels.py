@@ -81,3 +81,69 @@ def test_both_levels_meet_in_shared_memory_on_the_gpu(func, want):
     tilecraft.jit(func)(a, b)
     torch.cuda.synchronize()
     assert torch.equal(b.cpu(), want(a.cpu()))
+
+
+
+def _acc_layout():
+    from tilecraft.passes.layout_inference.rules_gemm import c_layout
+
+    return c_layout(64, 64, 4, 1)  # mma.sync's accumulator layout on 4 warps
+
+
+def _gemm_with_tilus_epilogue():
+    acc_layout = _acc_layout()
+
+    @T.prim_func
+    def gemm_epilogue(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+                      C: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32", layout=acc_layout)
+            T.copy(A[0, 0], A_s)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, acc, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)  # into L
+            T.store_global(T.cast(acc, "float16"), C)  # Tilus level, on the same registers
+
+    return gemm_epilogue
+
+
+def _gemm_inputs():
+    g = torch.Generator().manual_seed(5)
+    return (torch.randn(64, 32, generator=g).half(), torch.randn(32, 64, generator=g).half(),
+            torch.zeros(64, 64, dtype=torch.float16))
+
+
+def test_a_fragment_with_a_declared_layout_is_shared_by_both_levels():
+    """T.alloc_fragment(layout=L): a strict constraint for inference (the gemm accumulates in
+    L) and a register tensor of layout L for block instructions (the epilogue)."""
+    a, b, c = _gemm_inputs()
+    func = _gemm_with_tilus_epilogue()
+    tilecraft.jit(func)(a, b, c)  # (the interpreter's gemm: float64 products, one rounding)
+    assert torch.equal(c, (a.double() @ b.double()).float().half())
+    for arch in ("sm_90a", "sm_80"):
+        src = generate_cuda(func, arch)
+        assert compile_cuda(src.source, arch, name=src.name).resources.spill_stores == 0
+
+
+def test_a_fragment_without_a_layout_in_a_block_instruction_is_tc603_at_the_line():
+    from tilecraft.diagnostics import TilecraftError
+
+    with pytest.raises(TilecraftError) as err:
+        @T.prim_func
+        def no_layout(C: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                acc = T.alloc_fragment((64, 64), "float32")
+                T.fill(acc, 1.0)
+                T.store_global(acc, C)  # ERR
+    assert err.value.code == "TC603" and "# ERR" in err.value.span.source_line()
+    assert "layout=" in str(err.value)
+
+
+@pytest.mark.gpu
+def test_a_fragment_shared_by_both_levels_on_the_gpu():
+    a, b, c = (x.cuda() for x in _gemm_inputs())
+    tilecraft.jit(_gemm_with_tilus_epilogue())(a, b, c)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.cpu().float(), (a.double() @ b.double()).float().cpu(),
+                               rtol=1e-2, atol=1e-2)

@@ -27,6 +27,8 @@ class Builder:
     names: dict[str, int] = field(default_factory=dict)
     pending_name: str | None = None
     parallel_depth: int = 0  # T.Parallel bodies being built around the current statement
+    # fragments allocated with `layout=` (block instructions may use them as register tensors)
+    fragment_layouts: dict = field(default_factory=dict)
 
     def emit(self, stmt: Stmt) -> None:
         """Append `stmt` to the innermost block, stamped with the current user line."""

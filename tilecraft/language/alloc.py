@@ -25,16 +25,31 @@ def _alloc(shape, dtype, scope: str, what: str) -> Buffer:
     return buf
 
 
-def alloc_shared(shape, dtype="float16", scope: str = "shared.dyn") -> Buffer:
-    """A tile in shared memory, visible to every thread of the block."""
+def alloc_shared(shape, dtype="float16", scope: str = "shared.dyn", layout=None) -> Buffer:
+    """A tile in shared memory, visible to every thread of the block; `layout=` as
+    `T.annotate_layout` takes for it."""
     check_option("T.alloc_shared", "scope", scope)
-    return _alloc(shape, dtype, "shared", "T.alloc_shared")
+    buf = _alloc(shape, dtype, "shared", "T.alloc_shared")
+    if layout is not None:
+        from .schedule import annotate_layout
+
+        annotate_layout({buf: layout})
+    return buf
 
 
-def alloc_fragment(shape, dtype="float32", scope: str = "local.fragment") -> Buffer:
-    """A tile in registers, spread over the block's threads (the layout is inferred)."""
+def alloc_fragment(shape, dtype="float32", scope: str = "local.fragment", layout=None) -> Buffer:
+    """A tile in registers, spread over the block's threads: the layout is inferred, or
+    `layout=` (a Fragment of tilecraft.layout, a strict constraint for inference, as
+    `T.annotate_layout`). A fragment with a layout may also be used by block instructions
+    (`T.store_global(f, C)`, `T.dot(a, b, f, out=f)`, `T.cast(f, dtype)`)."""
     check_option("T.alloc_fragment", "scope", scope)
-    return _alloc(shape, dtype, "fragment", "T.alloc_fragment")
+    buf = _alloc(shape, dtype, "fragment", "T.alloc_fragment")
+    if layout is not None:
+        from .schedule import annotate_layout
+
+        annotate_layout({buf: layout})
+        in_kernel("T.alloc_fragment").fragment_layouts[buf] = layout
+    return buf
 
 
 def alloc_local(shape, dtype="float32", scope: str = "local") -> Buffer:

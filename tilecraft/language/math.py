@@ -138,7 +138,12 @@ def cast(value, dtype):
     if isinstance(value, str) and not isinstance(dtype, str):
         value, dtype = dtype, value
     from tilecraft.block import RegisterTensor
+    from tilecraft.ir import Buffer
 
+    if isinstance(value, Buffer) and value.scope == "fragment":  # a fragment with a layout
+        from .tilus import as_register
+
+        value = as_register(value, "cast")
     if isinstance(value, RegisterTensor):  # the Tilus level: a register tensor of another dtype
         from .tilus import cast_register
 

@@ -66,6 +66,20 @@ def _global(g: Any, what: str) -> GlobalTensor:
                          detail=f"expected a global tensor (a kernel parameter), got {g!r}")
 
 
+def as_register(x: Any, what: str) -> Any:
+    """A register tensor for `x`: a tile-level fragment allocated with `layout=` is one (the
+    kernel then mixes both levels); anything else is returned as it is."""
+    if isinstance(x, Buffer) and x.scope == "fragment":
+        layout = in_kernel(f"T.{what}").fragment_layouts.get(x)
+        if layout is None:
+            raise TilecraftError("TC603", current_span(), instr=what,
+                                 detail=f"the fragment `{x.name}` has no declared layout: give "
+                                 "it `layout=` in T.alloc_fragment to use it in block "
+                                 "instructions")
+        return RegisterTensor.of(x, layout)
+    return x
+
+
 def _register(dtype: Any, layout: Any, what: str, init: Any = None) -> RegisterTensor:
     if not isinstance(layout, Fragment):
         raise TilecraftError("TC603", current_span(), instr=what,
@@ -130,6 +144,7 @@ def load_shared(s: SharedTensor, layout: Any = None, offset: Any = None, dims: A
 
 def store_global(r: RegisterTensor, g: Any, offset: Any = None, dims: Any = None) -> None:
     """Store register tensor `r` into global tensor `g` at `offset`."""
+    r = as_register(r, "store_global")
     in_kernel("T.store_global").emit(StoreGlobal.create(r, _global(g, "store_global"),
                                                         offset=offset, dims=dims,
                                                         span=current_span()))
@@ -138,6 +153,7 @@ def store_global(r: RegisterTensor, g: Any, offset: Any = None, dims: Any = None
 def store_shared(r: RegisterTensor, s: SharedTensor, offset: Any = None, dims: Any = None
                  ) -> None:
     """Store register tensor `r` into shared tensor `s` at `offset`."""
+    r = as_register(r, "store_shared")
     s = _shared(s, "store_shared")
     in_kernel("T.store_shared").emit(StoreShared.create(r, s, offset=offset, dims=dims,
                                                         span=current_span()))
@@ -180,6 +196,7 @@ def cast_register(x: RegisterTensor, dtype: Any) -> RegisterTensor:
 def dot(a: RegisterTensor, b: RegisterTensor, c: RegisterTensor,
         out: RegisterTensor | None = None) -> RegisterTensor:
     """`a @ b + c` into `out` (a new tensor with c's layout when None)."""
+    a, b, c, out = (as_register(x, "dot") for x in (a, b, c, out))
     if out is None:
         out = _register(c.dtype, c.layout, "dot")
     in_kernel("T.dot").emit(Dot.create(a, b, c, out=out, span=current_span()))

@@ -164,15 +164,18 @@ def _stmt(cx: LowerContext, s: Stmt) -> Stmt:
 def _block_instruction(cx: LowerContext, s: Instruction) -> Stmt:
     """A block instruction of a kernel that mixes both levels: a tile-level shared buffer it
     names becomes the tensor lowering gave that buffer (its planned layout: the instruction's
-    meaning is logical, so the layout changes nothing but where the bytes lie). A tile-level
-    fragment is refused: layout inference does not take block instructions' layouts yet."""
+    meaning is logical, so the layout changes nothing but where the bytes lie); a tile-level
+    fragment (allocated with `layout=`, a strict constraint of layout inference) is the
+    register tensor of that layout."""
     changes = {}
     for f in dataclasses.fields(s):
         t = getattr(s, f.name)
         if isinstance(t, (SharedTensor, RegisterTensor)) and t.buffer in cx.tensors:
-            if isinstance(t, RegisterTensor):
-                raise not_lowered(s.span, f"the fragment `{t.name}` (T.alloc_fragment) used by "
-                                  f"the block instruction `{s.NAME}`", hint="move data between "
-                                  "the levels through shared or global memory")
-            changes[f.name] = cx.tensors[t.buffer]
+            mine = cx.tensors[t.buffer]
+            if isinstance(t, RegisterTensor) and mine.layout != t.layout:
+                raise TilecraftError("TC501", span=s.span, buffer=t.name, detail="it "
+                                     f"has layout {mine.layout!r} (inferred) but the block "
+                                     f"instruction `{s.NAME}` uses it as {t.layout!r}",
+                                     hint="give the fragment `layout=` in T.alloc_fragment")
+            changes[f.name] = mine
     return dataclasses.replace(s, **changes) if changes else s
