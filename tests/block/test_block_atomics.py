@@ -207,21 +207,6 @@ def test_block_level_atomics_are_thread_0s_and_their_tensor_is_not_restrict():
     assert re.search(r"\n\s+tc::atomic_max\(&S_\[", loop)  # no replicas: every thread
 
 
-def test_an_atomic_on_the_thread_index_runs_in_every_thread():
-    @T.prim_func
-    def k(C: T.Tensor((128,), "int32")):
-        with T.Kernel(1, threads=128) as bx:
-            t = T.get_thread_binding()
-            T.atomic_add(C[t], 1)
-            if t < 4:
-                T.atomic_add(C[0], 1)
-
-    src = _source(k)
-    assert re.search(r"\n\s+tc::atomic_add\(&C_\[t_\], ", src)
-    assert re.search(r"if \(\(t_ < 4\)\) \{\n(.*\n)*?\s+tc::atomic_add\(&C_\[0\], ", src)
-    assert "if (tid == 0)" not in src
-
-
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_atomics_of_every_dtype_compile(dtype, arch):

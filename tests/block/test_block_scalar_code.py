@@ -245,7 +245,7 @@ def test_no_barrier_inside_control_flow_on_a_per_thread_value():
     assert _line(src, "S_[(0)] = ").startswith("S_[(0)] = ")  # per thread, as written
     i = src.index("if ((L_[0] > ")
     assert "__syncthreads();" in src[i - 40: i]  # before the branch (it stores shared memory)
-    assert _syncs_between(src, "if ((L_[0] > ", "B_[(0 + ") == 1  # after it, before the copy
+    assert _syncs_between(src, "if ((L_[0] > ", "// store_global(") == 1  # after it, before the copy
 
 
 # ---- refusals -----------------------------------------------------------------------------------

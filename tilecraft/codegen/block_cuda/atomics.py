@@ -24,9 +24,8 @@ A mixin of `BlockPrinter` (printer.py), through `ParallelPrinter`.
 from __future__ import annotations
 
 from tilecraft.block import AllocateShared, SharedTensor
-from tilecraft.block.parallel import ParallelCompute
-from tilecraft.ir import Atomic, BufferRegion, For, LetStmt, Var
-from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
+from tilecraft.ir import Atomic, BufferRegion
+from tilecraft.ir.visitor import walk
 
 from ..cuda.cexpr import ctype
 from ..cuda.indexing import replica_index
@@ -78,31 +77,7 @@ class AtomicPrinter:
         return self._shared_of
 
     def _thread_dependence(self):
-        if getattr(self, "_threads", None) is None:
-            from tilecraft.block.threads import ThreadValues
-
-            self._threads = ThreadValues(self.program.body, thread_indices(self.program))
-        return self._threads
-
-
-def thread_indices(program) -> set:
-    """The variables `program` uses without binding them: its thread indices
-    (T.get_thread_binding)."""
-    bound = {p for p in program.params if isinstance(p, Var)} | set(program.block_vars)
-    for p in program.params:
-        bound.update(d for d in getattr(getattr(p, "buffer", None), "shape", ())
-                     if isinstance(d, Var))
-    used: set = set()
-    stack = [program.body]
-    while stack:
-        for x in walk(stack.pop()):
-            if isinstance(x, (LetStmt, For)):
-                bound.add(x.var)
-            elif isinstance(x, ParallelCompute):
-                bound.update(x.vars)
-                stack.append(x.body)
-            used.update(v for e in stmt_exprs(x) for v in walk_expr(e) if isinstance(v, Var))
-    return used - bound
+        return self.threads  # (scalar.py: the values that differ between threads)
 
 
 __all__ = ["AtomicPrinter"]

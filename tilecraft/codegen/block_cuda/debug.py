@@ -24,9 +24,7 @@ from __future__ import annotations
 import math
 
 from tilecraft.block import Print, RegisterTensor, SharedTensor
-from tilecraft.block.parallel import ParallelCompute
-from tilecraft.ir import BufferRegion, DeviceAssert, For, LetStmt, Var
-from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
+from tilecraft.ir import BufferRegion, DeviceAssert
 
 from ..cuda.indexing import frag_coords, replica_index
 from .text import ROW_CHUNK, c_string, value_format
@@ -166,13 +164,7 @@ class DebugPrinter:
     def per_thread(self, s) -> bool:
         """Statement `s` runs on values that differ between threads (a thread index, a
         per-thread local: block/threads.py) or under control flow on them."""
-        from tilecraft.block.threads import ThreadValues
-
-        threads = getattr(self, "_print_threads", None)
-        if threads is None:
-            threads = self._print_threads = ThreadValues(self.program.body,
-                                                         _thread_indices(self.program))
-        return threads.per_thread(s)
+        return self.threads.per_thread(s)
 
     def _DeviceAssert(self, s: DeviceAssert) -> None:
         span = s.span
@@ -218,23 +210,3 @@ def _digit(flat: str, stride: int, n: int, first: bool) -> str:
     """C text of the digit of `flat` of size n at `stride` (no `% n` on the leading one)."""
     x = flat if stride == 1 else f"{flat} / {stride}"
     return x if first else f"({x}) % {n}"
-
-
-def _thread_indices(program) -> set:
-    """The variables `program` uses without binding them: its thread indices
-    (T.get_thread_binding)."""
-    from .printer import dynamic_dims
-
-    bound = set(program.block_vars) | set(dynamic_dims(program))
-    bound |= {p for p in program.params if isinstance(p, Var)}
-    used: set = set()
-    todo = [program.body]
-    while todo:
-        for x in walk(todo.pop()):
-            if isinstance(x, (LetStmt, For)):
-                bound.add(x.var)
-            elif isinstance(x, ParallelCompute):
-                bound.update(x.vars)
-                todo.append(x.body)
-            used.update(v for e in stmt_exprs(x) for v in walk_expr(e) if isinstance(v, Var))
-    return used - bound

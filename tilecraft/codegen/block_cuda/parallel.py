@@ -72,8 +72,10 @@ class ParallelPrinter(AtomicPrinter):
         lay = s.layout
         self.w("#pragma unroll")
         self.open(f"for (int li = 0; li < {lay.local_size}; ++li)")
+        used = {x for y in walk(body) for e in stmt_exprs(y) for x in walk_expr(e)}
         for v, c, n in zip(s.vars, frag_coords(lay, "tid", "li"), lay.shape):
-            self.w(f"const int {self.var_name(v)} = {c};")
+            if v in used:  # (a variable that only indexes registers needs no C name)
+                self.w(f"const int {self.var_name(v)} = {c};")
             self.exprs.ranges[v] = (0, n - 1)
         self.par_stmt(body)
         self.close()
@@ -178,6 +180,8 @@ class ParallelPrinter(AtomicPrinter):
         slots = table[threads, flat]
         if (slots < 0).any() or not (slots == slots[0]).all():
             raise self.refuse(at, f"registers of `{t.buffer.name}` that differ between threads")
+        if (slots[0] == slots[0][0]).all():  # one register for every element
+            return str(int(slots[0][0]))
         name = f"pslot{len(self.lines)}"
         self.w(f"const int {name}[{len(slots[0])}] = {{{', '.join(map(str, slots[0]))}}};")
         return f"{name}[li]"

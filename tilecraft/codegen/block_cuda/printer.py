@@ -24,12 +24,18 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tilecraft.block import AllocateRegister, AllocateShared, BlockProgram, RegisterTensor
+from tilecraft.block import (
+    AllocateRegister,
+    AllocateShared,
+    BlockProgram,
+    ParallelCompute,
+    RegisterTensor,
+)
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import BufferLoad, For, If, LetStmt, SeqStmt, UseSwizzle, Var
 from tilecraft.ir.expr import const_int
 from tilecraft.ir.ranges import bound
-from tilecraft.ir.visitor import walk
+from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from ..cuda.cexpr import ExprPrinter, ctype
 from .compute import ComputePrinter
@@ -204,7 +210,6 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
     from tilecraft.block.select import CopyAsyncPlan, VectorPlan
 
     from ..cuda.build import include_lines
-    from .atomics import thread_indices
 
     if prepared is None:
         prepared = prepare(program, resolve_target(target))
@@ -213,7 +218,10 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
     pr.smem_plan = smem
     pr.w("extern __shared__ __align__(1024) unsigned char tc_smem[];")
     pr.w("const int tid = threadIdx.x;")
-    stride, used = 1, thread_indices(program)
+    stride = 1
+    used = {v for s in walk(program.body) for e in stmt_exprs(s) for v in walk_expr(e)}
+    used |= {v for s in walk(program.body) if isinstance(s, ParallelCompute)
+             for x in walk(s.body) for e in stmt_exprs(x) for v in walk_expr(e)}
     for v, n in zip(program.thread_vars, program.thread_extents):  # T.get_thread_binding
         if v in used:
             c = "tid" if stride == 1 else f"tid / {stride}"

@@ -62,7 +62,7 @@ class TransferPrinter:
         idx = [self.wide_p(o, wide) for o in s.offset]
         for k, d in enumerate(s.dims):
             c = f"(long long)({coords[k]})" if wide else coords[k]
-            idx[d] = f"({idx[d]} + {c})"
+            idx[d] = c if idx[d] == "0" else f"({idx[d]} + {c})"
         return idx
 
     def global_flat(self, t, idx: list[str], s=None) -> tuple[str, str]:
