@@ -164,7 +164,7 @@ def test_memory_tiles_print_in_rows_of_eight_and_fragments_per_thread():
     assert src.count(r'[%d:%d] %g %g %g %g %g %g %g %g\n"') == 1  # A[bx, 0:16], gathered
     frag = src.split("// print F")[1].split("// print")[0]
     assert r'thread %d]   [%d, %d] %g\n"' in frag
-    assert "if (((tid / 64)) == 0)" in frag  # one thread of each replica group
+    assert "if ((tid / 64) == 0)" in frag  # one thread of each replica group
     local = src.split("// T.print L")[1]
     assert r'[0:4] %lld %lld %lld %lld\n"' in local  # thread 0's own copy
 

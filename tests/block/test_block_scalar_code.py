@@ -170,7 +170,7 @@ def test_block_level_stores_to_memory_are_thread_0s_and_locals_every_threads():
     assert _line(src, "A_[s_] =").startswith("if (tid == 0) A_[s_] = ")
     assert _line(src, "C_[0] = 7").startswith("if (tid == 0) ")
     src = _source(shared_walk)
-    assert _line(src, "S_[(n_)] = ").startswith("if (tid == 0) S_[(n_)] = ")
+    assert _line(src, "S_[n_] = ").startswith("if (tid == 0) S_[n_] = ")
     assert _line(src, "n_ = tc::wrap_add").startswith("n_ = ")  # a var: every thread's own
     assert _line(src, "int n_ = int(0);") and _line(src, "int L_[4];")
     assert _line(src, "L_[i_] = ").startswith("L_[i_] = ")
@@ -194,8 +194,8 @@ def test_thread_0s_stores_meet_the_other_threads_at_barriers():
 
 def test_a_shared_store_lands_before_the_block_reads_it():
     src = _source(_f(stores.shared_scalar))
-    assert _line(src, "S_[(0)] =").startswith("if (tid == 0) S_[(0)] = ")
-    assert _syncs_between(src, "S_[(0)] =", "S_t2_[li] = S_[") == 1
+    assert _line(src, "S_[0] =").startswith("if (tid == 0) S_[0] = ")
+    assert _syncs_between(src, "S_[0] =", "S_t2_[li] = S_[") == 1
 
 
 def test_thread_0s_loops_over_local_arrays_have_no_barrier_inside():
@@ -242,10 +242,10 @@ def test_no_barrier_inside_control_flow_on_a_per_thread_value():
     branch = next(s for s in walk(program.body) if isinstance(s, If))
     assert not any(isinstance(x, Synchronize) for x in walk(branch.then_body))
     src = _source(per_thread_branch)
-    assert _line(src, "S_[(0)] = ").startswith("S_[(0)] = ")  # per thread, as written
-    i = src.index("if ((L_[0] > ")
+    assert _line(src, "S_[0] = ").startswith("S_[0] = ")  # per thread, as written
+    i = src.index("if (L_[0] > ")
     assert "__syncthreads();" in src[i - 40: i]  # before the branch (it stores shared memory)
-    assert _syncs_between(src, "if ((L_[0] > ", "// store_global(") == 1  # after it, before the copy
+    assert _syncs_between(src, "if (L_[0] > ", "// store_global(") == 1  # after it, before the copy
 
 
 # ---- refusals -----------------------------------------------------------------------------------

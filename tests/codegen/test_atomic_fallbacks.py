@@ -74,7 +74,7 @@ def test_atomics_after_a_copy_starting_before_the_tensor_read_zeros_there():
     assert np.array_equal(y, want)
     src = generate_cuda(shifted_sums().func, "sm_90a").source
     copy = src[src.index("// load_global(X, "):src.index("// for i, j in parallel(")]
-    assert "(((bx_ * 128) - 44) + (tid % 64) * 2 + li) >= 0" in copy
+    assert "(bx_ * 128 - 44 + (tid % 64) * 2 + li) >= 0" in copy
 
 
 def test_a_tile_atomic_from_part_of_a_fragment_is_refused_on_cuda():

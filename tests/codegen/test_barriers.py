@@ -108,7 +108,7 @@ def branchy(flag):
 
 def test_else_branch_write_after_read_gets_a_barrier():
     src = _source(lambda: branchy(0))
-    then = src[src.index("if ((A_[0] > 0.0f)) {"):src.index("else {")]
+    then = src[src.index("if (A_[0] > 0.0f) {"):src.index("else {")]
     assert _barrier_before(then, "// store_shared(f, s,")
     assert _barrier_before(src.split("else {")[1], "// store_shared(")
 
@@ -133,7 +133,7 @@ def scalar_store_in_one_branch():
 
 def test_a_scalar_store_in_the_then_branch_is_synced_before_a_later_read():
     src = _source(scalar_store_in_one_branch)
-    assert "s_[(tx_1_)] = " in src.split("else {")[0]  # the scalar store in the then branch
+    assert "s_[tx_1_] = " in src.split("else {")[0]  # the scalar store in the then branch
     after_if = _after_block(src, "else {")
     assert _barrier_before(after_if, "// load_shared(s,")
 
@@ -181,4 +181,4 @@ def scalar_store_then_tile_write():
 
 def test_a_tile_write_after_a_scalar_store_waits_for_it():
     src = _source(scalar_store_then_tile_write)
-    assert _barrier_before(src.split("s_[(tx_1_)] = 0.0f;")[1], "// store_shared(")
+    assert _barrier_before(src.split("s_[tx_1_] = 0.0f;")[1], "// store_shared(")

@@ -97,7 +97,7 @@ def per_thread_values(A: T.Tensor((128,), "int32"), B: T.Tensor((256,), "int32")
 def test_stores_that_depend_on_the_thread_stay_per_thread():
     src = _body(per_thread_values)
     assert _line(src, "B_[0] =").startswith("if (tid == 0) ")
-    for marker in ("128)] = A_[", "B_[tc::wrap_add<int>(y_, 1)] =", "B_[2] ="):
+    for marker in ("+ 128] = A_[", "B_[tc::wrap_add<int>(y_, 1)] =", "B_[2] ="):
         assert not _line(src, marker).startswith("if"), marker
     for marker in ("x_ = ", "y_ = "):  # registers: every thread holds its own copy
         assert all(not ln.strip().startswith("if") for ln in src.splitlines()
@@ -116,8 +116,8 @@ def shared_scalar(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
 
 def test_shared_scalar_store_is_thread_0s_and_lands_before_the_read():
     src = _body(shared_scalar)
-    assert _line(src, "S_[(0)] =").startswith("if (tid == 0) ")
-    assert _syncs_between(src, "S_[(0)] =", "load_shared(S,") == 1
+    assert _line(src, "S_[0] =").startswith("if (tid == 0) ")
+    assert _syncs_between(src, "S_[0] =", "load_shared(S,") == 1
     a = np.arange(64, dtype=np.float32)
     b = np.zeros(64, np.float32)
     shared_scalar(a, b)
@@ -176,8 +176,8 @@ def divergent_reader(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32"))
 
 def test_no_barrier_inside_control_flow_on_the_thread_index():
     src = _body(divergent_reader)
-    assert _syncs_between(src, "if (tid == 0) A_[0] = 1;", " < 32)) {") == 1
-    assert "__syncthreads();" not in src[src.index(" < 32)) {"):]
+    assert _syncs_between(src, "if (tid == 0) A_[0] = 1;", " < 32) {") == 1
+    assert "__syncthreads();" not in src[src.index(" < 32) {"):]
 
 
 @tilecraft.jit

@@ -248,7 +248,7 @@ def test_print_of_a_fragment_prints_each_threads_elements_once():
     src = generate_cuda(debug_kernel(M=4), "sm_90a").source  # 64 elements on 128 threads
     frag = src.split("// print(F, ")[1].split("// print(")[0]
     assert "thread %d]" in frag and "#pragma unroll" in frag
-    assert "if (((tid / 64)) == 0)" in frag  # one thread of each replica group
+    assert "if ((tid / 64) == 0)" in frag  # one thread of each replica group
 
 
 def test_print_of_a_thread_dependent_value_prints_from_every_thread():

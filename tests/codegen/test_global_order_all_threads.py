@@ -53,7 +53,7 @@ def _src(k) -> str:
 
 
 def test_a_read_of_what_other_threads_wrote_waits_at_a_barrier():
-    assert _syncs_between(_src(write_then_read_shifted), "A_[(i_ + 8)] =", "// load_global(A,") == 1
+    assert _syncs_between(_src(write_then_read_shifted), "A_[i_ + 8] =", "// load_global(A,") == 1
 
 
 def test_an_overwrite_of_what_other_threads_read_waits_at_a_barrier():

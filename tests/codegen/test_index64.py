@@ -25,7 +25,7 @@ def test_huge_tensor_indexes_in_64_bits():
     src = generate_cuda(last_rows(2**18, 2**14).func, "sm_90a").source  # 2^32 elements
     load_a = src[src.index("// load_global(A, "):src.index("// store_shared(")]
     store_b = src[src.index("// store_global(tile_t2, B, "):]
-    assert "&A_[((long long)(" in load_a  # A is indexed in 64 bits ...
+    assert "&A_[(long long)(" in load_a  # A is indexed in 64 bits ...
     assert "&B_[" in store_b and "long long" not in store_b  # ... B is not
 
 
@@ -69,8 +69,8 @@ def test_huge_1d_tensor_computes_its_index_in_64_bits():
     """A 1-D index is the flat index itself: `bx * 1024` must not wrap at 2^31."""
     src = generate_cuda(flat_scale(2**31 + 4096).func, "sm_90a").source
     body = src.split('extern "C"')[1]
-    assert "&A_[(long long)((((long long)bx_ * 1024) + " in body
-    assert "const long long base_ = ((long long)bx_ * 1024);" in body
+    assert "&A_[(long long)((long long)bx_ * 1024 + " in body
+    assert "const long long base_ = (long long)bx_ * 1024;" in body
     small = generate_cuda(flat_scale(2**20).func, "sm_90a").source
     assert "long long" not in small.split('extern "C"')[1]
 

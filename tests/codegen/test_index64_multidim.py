@@ -74,7 +74,7 @@ def test_every_index_of_a_huge_2d_tensor_is_64_bit(rows, cols, dynamic):
     subs = _subscripts(body, "A_")
     assert len(subs) >= 4  # the copy in, the copy out, the scalar load and store
     for s in subs:
-        assert s.startswith("((long long)("), s  # the first term is 64-bit ...
+        assert s.startswith("(long long)("), s  # the first term is 64-bit ...
         terms = re.sub(r" \* \(?[RC]_\)?(?!\w)", "", s)  # (a dynamic dim times a 64-bit sum)
         for v in re.findall(r"(?<![\w)])(\w+_)\b", terms):  # ... and so is every user value
             wide = f"const long long {v} = " in body  # (a let that is already 64-bit)
@@ -84,7 +84,7 @@ def test_every_index_of_a_huge_2d_tensor_is_64_bit(rows, cols, dynamic):
 def test_a_dimension_past_2_31_has_no_32_bit_constant_sum():
     """`C - 2048 + bx * 512` with C = 2^31 + 4096 exceeds int: the let is a long long."""
     body = _body(corner(3, 2**31 + 4096))
-    assert "const long long col_ = (2147485696LL + ((long long)bx_ * 512));" in body
+    assert "const long long col_ = 2147485696LL + (long long)bx_ * 512;" in body
     assert "2147485696 + (bx_" not in body
 
 

@@ -11,8 +11,9 @@ import pytest
 from tilecraft.codegen.cuda.build import generate_cuda
 from tilecraft.options import CompileOptions
 
-# `&A_shared_[A_shared_t1_row]`, `&A_shared_[(A_shared_t1_row ^ 16) + 512]`
-_ADDRESS = re.compile(r"&\w+\[(?:(\w+_row)|\((\w+_row) \^ \d+\))(?: \+ \d+)?\]\);$")
+# `&A_shared_[A_shared_t1_row]`, `&A_shared_[A_shared_t1_row ^ 16]`,
+# `&A_shared_[(A_shared_t1_row ^ 16) + 512]`
+_ADDRESS = re.compile(r"&\w+\[(?:(\w+_row)(?: \^ \d+)?|\((\w+_row) \^ \d+\))(?: \+ \d+)?\]\);$")
 
 
 @pytest.mark.parametrize("tile", [(128, 128, 32, 128, 3), (128, 256, 64, 256, 3),

@@ -86,11 +86,11 @@ def _copy_lines(kernel, buf: str) -> list[str]:
 
 
 @pytest.mark.parametrize("make, buf, start", [
-    (frag_store_left_of_the_tensor, "Y", "((bx_ * 40) - 8)"),
-    (shared_tile_at_odd_negative_column, "X", "((bx_ * 24) - 11)"),
-    (shared_tile_at_odd_negative_column, "Y", "((bx_ * 24) - 11)"),
-    (fragment_above_the_tensor, "X", "((by_ * 12) - 6)"),
-    (fragment_above_the_tensor, "Y", "((by_ * 12) - 6)"),
+    (frag_store_left_of_the_tensor, "Y", "bx_ * 40 - 8"),
+    (shared_tile_at_odd_negative_column, "X", "bx_ * 24 - 11"),
+    (shared_tile_at_odd_negative_column, "Y", "bx_ * 24 - 11"),
+    (fragment_above_the_tensor, "X", "by_ * 12 - 6"),
+    (fragment_above_the_tensor, "Y", "by_ * 12 - 6"),
 ])
 def test_a_start_that_may_be_negative_is_guarded_below(make, buf, start):
     lines = _copy_lines(make(), buf)

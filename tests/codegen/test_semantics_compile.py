@@ -62,9 +62,9 @@ def test_floor_division_is_plain_c_only_where_both_sides_are_proven_non_negative
     body = _body(K.divmod_negative.func)
     # loaded (v), parameter (s) and negative-range (bx - 1, k) operands take the floor helpers
     assert "tc::floordiv<int>(v_, 7)" in body and "tc::floormod<int>(s_, 5)" in body
-    assert "tc::floordiv<int>((bx_ - 1), 3)" in body
+    assert "tc::floordiv<int>(bx_ - 1, 3)" in body
     assert "tc::floordiv<int>(k_, 2)" in body and "tc::floormod<int>(k_, 2)" in body
-    assert "tc::floordiv<int>((i_ - 40), 6)" in body
+    assert "tc::floordiv<int>(i_ - 40, 6)" in body
     # a T.Parallel variable is in [0, 64): plain C
     assert "(i_ / 4)" in body
     assert not re.search(r"\bv_ / 7\b", body)
@@ -75,7 +75,7 @@ def test_signed_arithmetic_that_may_overflow_is_computed_wrapping():
     assert "tc::wrap_add<int>(W_[i_], 1) > W_[i_]" in body  # not foldable to true
     assert "tc::wrap_mul<signed char>(X_[i_], Y_[i_])" in body
     assert "tc::floordiv<signed char>(tc::wrap_add<signed char>(X_[i_], Y_[i_]), 2)" in body
-    assert "tc::shl<int>(W_[i_], (i_ - 8))" in body
+    assert "tc::shl<int>(W_[i_], i_ - 8)" in body
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])

@@ -38,7 +38,7 @@ def test_gemm_tiles_come_by_tma(switches):
     # 3 stages ahead in the prologue and one refill in the loop: 1 box of A, 4 of B each
     assert body.count("tc::tma_load(") == 4 * 5
     assert body.count("tc::mbarrier_arrive_expect_tx(&A_shared_full_[") == 4
-    assert "tc::mbarrier_arrive_expect_tx(&A_shared_full_[((ko_ + 3) % 4)], 49152);" in body
+    assert "tc::mbarrier_arrive_expect_tx(&A_shared_full_[(ko_ + 3) % 4], 49152);" in body
     assert "cp_async_16" not in body
 
 
@@ -75,7 +75,7 @@ def test_tma_gemm_compiles_without_spills():
 
 def test_tma_stages_are_awaited_by_mbarrier_phase_and_freed_by_one_barrier():
     loop = _gen(1024, 1024, 1024, **BARRIER_FREED).source.split("for (int ko_")[1]
-    assert loop.index("tc::mbarrier_wait(&A_shared_full_[(ko_ % 4)], ((ko_ / 4) % 2));") \
+    assert loop.index("tc::mbarrier_wait(&A_shared_full_[ko_ % 4], (ko_ / 4) % 2);") \
         < loop.index("__syncthreads();") < loop.index("tc::tma_load(")
     assert loop.split("tc::tma_load(")[0].count("__syncthreads();") == 1
 

@@ -29,6 +29,7 @@ from tilecraft.ir.visitor import walk
 
 from ..cuda.cexpr import ctype
 from ..cuda.indexing import replica_index
+from .text import convert
 
 
 class AtomicPrinter:
@@ -65,8 +66,8 @@ class AtomicPrinter:
         buf = s.dst.buffer
         if guard is not None and buf.scope == "global":
             self.written_by_one.add(buf)
-        call = (f"tc::atomic_{s.kind}(&{ref}, tc::cast<{ctype(buf.dtype)}>({self.p(s.src)}));"
-                f"  // T.atomic_{s.kind}")
+        value = convert(ctype(buf.dtype), self.p(s.src), self.exprs.value_ctype(s.src.dtype))
+        call = f"tc::atomic_{s.kind}(&{ref}, {value});  // T.atomic_{s.kind}"
         self.w(f"if ({guard}) {call}" if guard else call)
 
     def _shared_tensors(self) -> dict:

@@ -31,6 +31,7 @@ from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 from ..cuda.cexpr import ctype
 from ..cuda.indexing import frag_coords, replica_index
 from .atomics import AtomicPrinter
+from .text import convert
 from .uniform_select import uniform_select
 
 HOLDS_C = {">=": "({} >= 0)".format, ">": "({} > 0)".format, "<=": "({} <= 0)".format,
@@ -91,8 +92,9 @@ class ParallelPrinter(AtomicPrinter):
             guard = self.replica_guard(s.buffer) if s.buffer.scope == "global" else None
             if guard is not None:  # (printed without __restrict__)
                 self.written_by_one.add(s.buffer)
-            self.w(f"{'' if guard is None else f'if ({guard}) '}{target} = "
-                   f"tc::cast<{ctype(s.buffer.dtype)}>({self.p(s.value)});")
+            value = convert(ctype(s.buffer.dtype), self.p(s.value),
+                            self.exprs.value_ctype(s.value.dtype))
+            self.w(f"{'' if guard is None else f'if ({guard}) '}{target} = {value};")
         elif isinstance(s, Atomic):
             self.par_atomic(s)
         elif isinstance(s, If):

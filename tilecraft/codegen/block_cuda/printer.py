@@ -210,6 +210,7 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
     from tilecraft.block.select import CopyAsyncPlan, VectorPlan
 
     from ..cuda.build import include_lines
+    from .tidy import tidy_source
 
     if prepared is None:
         prepared = prepare(program, resolve_target(target))
@@ -249,7 +250,7 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
         pr.exprs.ranges[v] = (0, top - 1)
     pr.stmt(program.body)
     user = -(-smem.size // 128) * 128
-    body = "\n".join(pr.lines).replace("SCRATCH", str(user))
+    body = tidy_source("\n".join(pr.lines)).replace("SCRATCH", str(user))
     sig = []
     for p in program.params:
         if isinstance(p, Var):

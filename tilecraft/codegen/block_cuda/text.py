@@ -10,6 +10,11 @@ from ..cuda.cexpr import zero
 ROW_CHUNK = 8  # values per printed line of a memory tile (printf takes at most 32 arguments)
 
 
+def convert(t: str, text: str, src: str) -> str:
+    """`text` (of C type `src`) as C type `t`: a `tc::cast` only where the types differ."""
+    return text if t == src else f"tc::cast<{t}>({text})"
+
+
 def combine(kind: str, t: str, a: str, b: str) -> str:
     """C text of the reduction `kind` of a and b in C type t (sums wrap for integers)."""
     if kind in ("sum", "abssum"):

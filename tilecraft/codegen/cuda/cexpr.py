@@ -126,6 +126,10 @@ class ExprPrinter:
             return INT64
         return dtype
 
+    def value_ctype(self, dtype) -> str:
+        """The C type an expression of `dtype` prints as here."""
+        return ctype(self._t(dtype))
+
     def __call__(self, e) -> str:
         return self.expr(e)
 
@@ -138,6 +142,8 @@ class ExprPrinter:
         if isinstance(e, BufferLoad):
             return self.load(e)
         if isinstance(e, Cast):
+            if self._t(e.value.dtype) == self._t(e.dtype):
+                return self.expr(e.value)
             return f"tc::cast<{ctype(self._t(e.dtype))}>({self.expr(e.value)})"
         if isinstance(e, Not):
             return f"(!{self.expr(e.a)})"
