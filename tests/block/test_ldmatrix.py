@@ -195,7 +195,7 @@ def _check_printed_addresses(program: BlockProgram, values: dict | None = None) 
         for x in (x for k in plan.ksteps for x in k.loads if isinstance(x, Ldmatrix)):
             load, tile = plan.loads[x.operand], plan.tiles[x.operand]
             printer.lines = []
-            printer.ldmatrix(x, load, tile, plan.bases)
+            printer.move_matrices(x, load, tile, plan.bases)
             line = next(x for x in printer.lines if "tc::ldmatrix" in x)
             expr = re.search(r", &\w+\[(.*)\]\);$", line).group(1)
             addr = [_c_eval(expr, e) for e in env]

@@ -23,11 +23,15 @@ The plan records these as `LaneTerm`s; the printer prints the element's offset t
 same layouts (`frag_coords`, the shared layout's offset function). Per operand, one lane
 address (the first ldmatrix's) is printed in full and the others as `(base ^ X) + Y`
 (`relative_addresses`: checked on every thread), one address register per operand.
+
+The check (`find_move`, `delivers`, `shared_offsets`, `relative_addresses`) is shared with a
+load_shared or store_shared on its own (ldst_matrix.py: ldmatrix, and stmatrix on sm_90).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -50,10 +54,11 @@ class LaneTerm:
 
 
 @dataclass(frozen=True)
-class Ldmatrix:
-    """`func` (tc::ldmatrix_x{num}[_trans]) fills registers regs[q], regs[q] + 1 of `operand`
-    with matrix q. Lane l's row address: the shared element that the thread of lane
-    sum(lane_thread)(l) of the same warp holds at register regs[0] + sum(lane_register)(l)."""
+class MatrixMove:
+    """One warp-wide move of `len(regs)` 8x8 b16 matrices between shared memory and registers:
+    matrix q is registers regs[q], regs[q] + 1 of `operand` (`func`: tc::{OP}_x{num}[_trans]).
+    Lane l's row address: the shared element that the thread of lane sum(lane_thread)(l) of
+    the same warp holds at register regs[0] + sum(lane_register)(l)."""
 
     operand: RegisterTensor
     func: str
@@ -63,6 +68,14 @@ class Ldmatrix:
     lane_register: tuple[LaneTerm, ...]
     xor: int | None = None  # not None: lane address = (the operand's base ^ xor) + add
     add: int = 0
+    OP: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class Ldmatrix(MatrixMove):
+    """ldmatrix (sm_75+): the matrices from shared memory into the registers."""
+
+    OP: ClassVar[str] = "ldmatrix"
 
 
 @dataclass(frozen=True)
@@ -112,7 +125,7 @@ def plan_operand_loads(dot, mma, tiles: dict, num_threads: int):
     return tuple(out), bases
 
 
-def lane_addresses(plan: Ldmatrix, offs: np.ndarray) -> np.ndarray:
+def lane_addresses(plan: MatrixMove, offs: np.ndarray) -> np.ndarray:
     """[threads]: the row address (element offset) each thread supplies."""
     threads, nregs = offs.shape
     lane = np.arange(32)
@@ -154,18 +167,21 @@ def _blocks(operand, offs, blocks: list[int], n: int) -> list:
     for g in range(0, len(blocks), max(group, 1)):
         chunk = blocks[g:g + group] if group else blocks[g:g + 1]
         if len(chunk) > 1 and len(chunk) == group:
-            found = _ldmatrix(operand, offs, tuple(b * n + 2 * q for b in chunk
+            found = find_move(operand, offs, tuple(b * n + 2 * q for b in chunk
                                                    for q in range(per)))
             if found is not None:
                 out.append(found)
                 continue
         for b in chunk:
-            one = _ldmatrix(operand, offs, tuple(b * n + 2 * q for q in range(per)))
+            one = find_move(operand, offs, tuple(b * n + 2 * q for q in range(per)))
             out.append(one if one is not None else ScalarBlock(operand, b, n))
     return out
 
 
-def _ldmatrix(operand, offs, regs: tuple[int, ...]) -> Ldmatrix | None:
+def find_move(operand, offs, regs: tuple[int, ...], cls: type = Ldmatrix) -> MatrixMove | None:
+    """A `cls` move (Ldmatrix, or ldst_matrix.Stmatrix) of the matrices at register pairs
+    `regs` of `operand` that moves exactly the elements at their shared offsets `offs`
+    ([threads, registers]), plain or .trans (`delivers`); None when neither does."""
     num = len(regs)
     if offs is None or num not in (1, 2, 4):
         return None
@@ -178,17 +194,18 @@ def _ldmatrix(operand, offs, regs: tuple[int, ...]) -> Ldmatrix | None:
         reg_terms += [LaneTerm(16, 2, d2)] if num == 4 else []
         reg_terms += [LaneTerm(1, 2, 1)] if trans else []
         thread = (LaneTerm(2, 4, 1),) if trans else (LaneTerm(1, 8, 4),)
-        plan = Ldmatrix(operand, f"tc::ldmatrix_x{num}{'_trans' if trans else ''}", trans, regs,
-                        thread, tuple(t for t in reg_terms if t.mul))
+        plan = cls(operand, f"tc::{cls.OP}_x{num}{'_trans' if trans else ''}", trans, regs,
+                   thread, tuple(t for t in reg_terms if t.mul))
         if delivers(plan, offs):
             return plan
     return None
 
 
-def delivers(plan: Ldmatrix, offs: np.ndarray) -> bool:
-    """True when `plan` gives every thread, in every register of `plan.regs` (and the next),
-    the element at its shared offset in `offs` ([threads, registers]): the ldmatrix semantics
-    evaluated on the row addresses the lanes supply."""
+def delivers(plan: MatrixMove, offs: np.ndarray) -> bool:
+    """True when `plan` moves, for every thread and every register of `plan.regs` (and the
+    next), the element at its shared offset in `offs` ([threads, registers]): ldmatrix's
+    semantics (stmatrix's are the same map, the other way) evaluated on the row addresses the
+    lanes supply."""
     threads, nregs = offs.shape
     if threads % 32 or any(r % 2 or r + 1 >= nregs for r in plan.regs):
         return False
@@ -210,11 +227,11 @@ def delivers(plan: Ldmatrix, offs: np.ndarray) -> bool:
 
 
 def shared_offsets(load, tile: RegisterTensor, num_threads: int) -> np.ndarray | None:
-    """[threads, registers] shared element offset of each register of `tile` (what `load`
-    fills), swizzle included. A non-constant offset of a dimension the tile does not cover
-    must move every element by the same multiple of 16 bytes (then it is taken as 0); None
-    otherwise, or when the dtype is not 16-bit."""
-    src = load.src
+    """[threads, registers] shared element offset of each register of `tile` (what `load`, a
+    load_shared or store_shared, fills or stores), swizzle included. A non-constant offset of
+    a dimension the tile does not cover must move every element by the same multiple of 16
+    bytes (then it is taken as 0); None otherwise, or when the dtype is not 16-bit."""
+    src = load.whole
     if src.dtype.bits != 16 or tile.layout.num_threads != num_threads:
         return None
     table = tile.layout.index_table()  # [threads, registers, tile dims]

@@ -93,11 +93,13 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
     from tilecraft.ir.visitor import walk
 
     from .dot_shared import DotShared
+    from .ldst_matrix import MatrixSelector
     from .mbarrier import CopyAsyncBulk
     from .select_tma import select_tma
     from .select_wgmma import select_dot_shared
 
     plans: dict[int, object] = {}
+    matrix = MatrixSelector(program, target)  # ldmatrix / stmatrix (ldst_matrix.py)
     for s in walk(program.body):
         plan = None
         if isinstance(s, Dot):
@@ -109,7 +111,7 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
         elif isinstance(s, CopyAsyncBulk):
             plan = select_tma(s.dst, s.src, s.dims)
         elif isinstance(s, (LoadGlobal, StoreGlobal, LoadShared, StoreShared)):
-            plan = select_vector(s)
+            plan = matrix.select(s) or select_vector(s)
         if plan is not None:
             plans[id(s)] = plan
     for seq in walk(program.body):

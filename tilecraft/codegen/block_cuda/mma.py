@@ -5,28 +5,20 @@ With operands in registers: the plan's steps, one mma per (C, A, B) register blo
 With operands from shared memory: the operands' register arrays are declared here (their
 allocations and loads are fused into the dot), and k step by k step the plan's loads fill the
 blocks the step needs (`ldmatrix`, or element by element), `ahead` k steps before that step's
-mmas. Lane l of an ldmatrix supplies the shared address of the element the plan names (a
-register of a thread of its warp), printed through the load's layouts as any load is.
+mmas. The ldmatrix moves and their lane addresses are printed by ldst_matrix.py.
 """
 
 from __future__ import annotations
 
 from tilecraft.block import Dot
-from tilecraft.block.ldmatrix import LaneTerm, Ldmatrix, ScalarBlock
+from tilecraft.block.ldmatrix import Ldmatrix, ScalarBlock
 
 from ..cuda.cexpr import ctype
 from ..cuda.indexing import frag_coords
+from .ldst_matrix import MatrixPrinter
 
 
-def _lane(t: LaneTerm) -> str:
-    """`(lane / div % mod) * mul` with lane = tid % 32 (folded when div * mod divides 32)."""
-    lane = "tid" if 32 % (t.div * t.mod) == 0 else "(tid % 32)"
-    e = lane if t.div == 1 else f"{lane} / {t.div}"
-    e = f"({e} % {t.mod})"
-    return e if t.mul == 1 else f"{e} * {t.mul}"
-
-
-class MmaPrinter:
+class MmaPrinter(MatrixPrinter):
     def mma(self, s: Dot, plan) -> None:
         """The plan's mma.sync steps on the operands' register blocks."""
         self.w(f"// dot {s.a.buffer.name} @ {s.b.buffer.name}: {len(plan.steps)} x "
@@ -85,36 +77,7 @@ class MmaPrinter:
             if isinstance(x, ScalarBlock):
                 self.scalar_block(x, load, tile)
             else:
-                self.ldmatrix(x, load, tile, plan.bases)
-
-    def lane_address(self, x: Ldmatrix, load, tile) -> str:
-        """Lane l's row address (element offset): the shared offset of the element its holder
-        thread has in the register the plan names (through the tile's layout, the load's
-        offset, the shared layout and its swizzle)."""
-        thread = f"(tid / 32 * 32 + {' + '.join(_lane(t) for t in x.lane_thread)})"
-        reg = " + ".join([str(x.regs[0])] + [_lane(t) for t in x.lane_register])
-        coords = frag_coords(tile.layout, thread, f"({reg})")
-        return self.shared_offset(load, load.src, self.tile_index(load, coords))
-
-    def ldmatrix(self, x: Ldmatrix, load, tile, bases: dict | None = None) -> None:
-        if x.xor is not None and x.operand in (bases or {}):
-            off = f"{self.tensor(x.operand)}row"
-            off = f"({off} ^ {x.xor})" if x.xor else off
-            off = f"{off} + {x.add}" if x.add else off
-        else:
-            off = self.lane_address(x, load, tile)
-        addr = f"&{self.tensor(load.src)}[{off}]"
-        dst = self.tensor(x.operand)
-        r0 = x.regs[0]
-        if x.regs == tuple(r0 + 2 * q for q in range(len(x.regs))):
-            self.w(f"{x.func}(reinterpret_cast<tc::u32*>(&{dst}[{r0}]), {addr});")
-            return
-        self.open("")
-        self.w(f"tc::u32 m[{len(x.regs)}];")
-        self.w(f"{x.func}(m, {addr});")
-        for q, r in enumerate(x.regs):
-            self.w(f"reinterpret_cast<tc::u32*>({dst})[{r // 2}] = m[{q}];")
-        self.close()
+                self.move_matrices(x, load, tile, plan.bases)
 
     def scalar_block(self, x: ScalarBlock, load, tile) -> None:
         dst, src = self.tensor(x.operand), self.tensor(load.src)

@@ -157,7 +157,7 @@ class TransferPrinter:
 
     def _LoadShared(self, s: LoadShared) -> None:
         out = s.out
-        if self._vector(s, out, s.src, True):
+        if self.matrix_transfer(s) or self._vector(s, out, s.src, True):  # (ldst_matrix.py)
             return
         self.per_register(out)
         off = self.shared_offset(s, s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")))
@@ -166,7 +166,7 @@ class TransferPrinter:
 
     def _StoreShared(self, s: StoreShared) -> None:
         src = s.src
-        if self._vector(s, src, s.dst, False):
+        if self.matrix_transfer(s) or self._vector(s, src, s.dst, False):  # (ldst_matrix.py)
             return
         self.per_register(src)
         off = self.shared_offset(s, s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")))
