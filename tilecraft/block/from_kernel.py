@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilecraft.ir import Allocate, Buffer, KernelLaunch, ParallelLoop, PrimFunc, TileOp
-from tilecraft.ir.visitor import walk
+from tilecraft.ir import (Allocate, Buffer, BufferLoad, BufferStore, KernelLaunch, ParallelLoop,
+                          PrimFunc, TileOp)
+from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from .instructions import Instruction
 from .program import BlockProgram
@@ -30,13 +31,25 @@ def block_program_of(func: PrimFunc) -> BlockProgram | None:
 
 
 def is_mixed(func: PrimFunc) -> bool:
-    """The kernel holds block instructions and tile-level statements (both language levels)."""
+    """The kernel holds block instructions and tile-level statements (both language levels):
+    tile ops, T.Parallel, T.alloc_shared/fragment, or an element of a register tensor (a
+    fragment) read or written, which only T.Parallel may do (the pass pipeline says so at the
+    line)."""
     kernel = next((s for s in walk(func.body) if isinstance(s, KernelLaunch)), None)
     if kernel is None or not any(isinstance(s, Instruction) for s in walk(kernel.body)):
         return False
     return any(isinstance(s, (TileOp, ParallelLoop)) or (
         isinstance(s, Allocate) and s.buffer.scope in ("fragment", "shared"))
-        for s in walk(kernel.body))
+        or _indexes_a_fragment(s) for s in walk(kernel.body))
+
+
+def _indexes_a_fragment(s) -> bool:
+    if isinstance(s, Instruction):
+        return False
+    if isinstance(s, BufferStore) and s.buffer.scope == "fragment":
+        return True
+    return any(isinstance(x, BufferLoad) and x.buffer.scope == "fragment"
+               for e in stmt_exprs(s) for x in walk_expr(e))
 
 
 def run_on_vm(program: BlockProgram, args: list[Any]) -> None:

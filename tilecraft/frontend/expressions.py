@@ -50,6 +50,13 @@ def _register_tensor(v) -> bool:
     return type(v).__name__ == "RegisterTensor" and type(v).__module__ == "tilecraft.block.tensors"
 
 
+def tile_operand(v):
+    """A Tilus register tensor used by a tile-level statement (a tile op's operand, an index in
+    T.Parallel) is the fragment buffer it stores, whose layout is the tensor's: every block
+    instruction naming it fixes that layout for inference (strict). Anything else unchanged."""
+    return v.buffer if _register_tensor(v) else v
+
+
 def scalar_of(v):
     """Operands of arithmetic: a var buffer reads its value; another buffer is TC108."""
     return as_expr(v) if isinstance(v, Buffer) else v
@@ -131,7 +138,7 @@ class ExprEvaluator:
         return index_buffer(obj, idx)
 
     def expr_Subscript(self, n: ast.Subscript):
-        obj = self.eval(n.value)
+        obj = tile_operand(self.eval(n.value))
         idx = self.eval_index(n.slice)
         with at_span(self.span(n)):
             if isinstance(obj, Buffer):

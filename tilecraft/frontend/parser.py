@@ -25,7 +25,7 @@ from tilecraft.language.surface import check_call
 
 from .builder import Builder, KernelFrameInfo, building, seq
 from .control import LoopStatements, _target_names
-from .expressions import ExprEvaluator, is_device, value_of
+from .expressions import ExprEvaluator, is_device, tile_operand, value_of
 from .frames import KernelFrame, TensorSpec
 from .mutable import MutableLocals, Scope, is_var
 from .pycalls import NOT_HANDLED, python_call
@@ -229,7 +229,7 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
                 value = as_expr(value)  # `y = x` copies the current value of var `x`
             self.store_name(target, value)
         elif isinstance(target, ast.Subscript):
-            obj = self.eval(target.value)
+            obj = tile_operand(self.eval(target.value))
             idx = self.eval_index(target.slice)
             if not isinstance(obj, Buffer):
                 raise TilecraftError("TC103", construct="item assignment on a Python value",

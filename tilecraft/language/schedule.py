@@ -6,6 +6,7 @@ import re
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
+from tilecraft.frontend.expressions import tile_operand
 from tilecraft.ir import (
     AnnotateLayout,
     Buffer,
@@ -104,6 +105,7 @@ def _shared_layout(buf: Buffer):
 def print(obj, msg: str = "") -> None:  # noqa: A001
     """Print a tile or a scalar from the device (on the interpreter too)."""
     bld = in_kernel("T.print")
+    obj = tile_operand(obj)  # a Tilus register tensor: its fragment
     if isinstance(obj, Buffer):
         obj = obj.full_region()
     elif isinstance(obj, BufferLoad):

@@ -11,6 +11,7 @@ import difflib
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
+from tilecraft.frontend.expressions import tile_operand
 from tilecraft.ir import (Atomic, Buffer, BufferLoad, BufferRegion, Copy, CumSum, Expr, Fill, Gemm,
                           GemmWarpPolicy, Reduce, as_expr, cast)
 from tilecraft.ir.buffer import _check_static_start
@@ -27,7 +28,9 @@ def _name(x) -> str:
 
 
 def to_region(x, like=None, what: str = "operand") -> BufferRegion:
-    """A Buffer, region or start corner as a region; a corner takes `like`'s shape."""
+    """A Buffer, region or start corner as a region; a corner takes `like`'s shape. A Tilus
+    register tensor is its fragment (its layout a strict constraint for inference)."""
+    x = tile_operand(x)
     if isinstance(x, Buffer):
         return x.full_region()
     if isinstance(x, BufferRegion):
@@ -205,6 +208,7 @@ def clear(buffer) -> None:
 
 def _atomic(kind: str, dst, value) -> None:
     bld = in_kernel(f"T.atomic_{kind}")
+    dst, value = tile_operand(dst), tile_operand(value)
     if isinstance(value, (Buffer, BufferRegion)) or (isinstance(value, BufferLoad) and
                                                      not isinstance(dst, BufferLoad)):
         s, d = _regions(value, dst, f"atomic_{kind}")

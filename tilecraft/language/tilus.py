@@ -14,8 +14,11 @@ Register tensors are values: `+ - * / %` and unary `-` on them (or `T.add/sub/mu
 make new register tensors with the operands' layout. `offset` gives the start in every dimension
 of the global or shared tensor; a tile of rank r covers its last r dimensions (or `dims`).
 A kernel written at this level runs on the block VM (CPU tensors) and through the block
-printer (CUDA tensors). Tile ops may stand beside these instructions when the two levels meet in
-memory (a T.alloc_shared buffer, global tensors): the pass pipeline lowers such a kernel whole.
+printer (CUDA tensors). Tile ops may stand beside these instructions: the two levels meet in
+memory (a T.alloc_shared buffer, global tensors) and in registers (a fragment allocated with
+`layout=` is a register tensor here; a register tensor in a tile op or in T.Parallel is a
+fragment of its fixed layout, a strict constraint for inference: `T.gemm(A_s, B_s, acc)`,
+`T.copy(r, C[...])`, `r[i, j]`). The pass pipeline lowers such a kernel whole.
 """
 
 from __future__ import annotations

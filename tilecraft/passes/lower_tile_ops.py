@@ -166,11 +166,14 @@ def _block_instruction(cx: LowerContext, s: Instruction) -> Stmt:
     names becomes the tensor lowering gave that buffer (its planned layout: the instruction's
     meaning is logical, so the layout changes nothing but where the bytes lie); a tile-level
     fragment (allocated with `layout=`, a strict constraint of layout inference) is the
-    register tensor of that layout."""
+    register tensor of that layout. A register tensor the instruction defines is the tensor
+    later tile ops on its fragment use (inference gave the fragment its layout)."""
     changes = {}
     for f in dataclasses.fields(s):
         t = getattr(s, f.name)
-        if isinstance(t, (SharedTensor, RegisterTensor)) and t.buffer in cx.tensors:
+        if isinstance(t, RegisterTensor) and t.buffer not in cx.tensors:
+            cx.tensors[t.buffer] = t
+        elif isinstance(t, (SharedTensor, RegisterTensor)) and t.buffer in cx.tensors:
             mine = cx.tensors[t.buffer]
             if isinstance(t, RegisterTensor) and mine.layout != t.layout:
                 raise TilecraftError("TC501", span=s.span, buffer=t.name, detail="it "

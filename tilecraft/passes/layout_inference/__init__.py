@@ -1,8 +1,10 @@
 """Layout inference over the kernel's tile ops (TileLang appendix E; DESIGN 2.3 step 3).
 
 Three levels, each a fixpoint over the ops that carry a rule (see RULES):
-  strict  layouts fixed by hardware or the user: gemm accumulators and register operands
-          (mma.sync atoms + the warp policy), `T.annotate_layout`;
+  strict  layouts fixed by the user, first (`T.annotate_layout`, `T.alloc_fragment(layout=)`,
+          the register tensors of Tilus-level instructions: rules_block.py), then by hardware:
+          gemm accumulators and register operands (mma.sync/wgmma atoms + the warp partition,
+          the one whose accumulator layout was declared when there is one);
   common  propagation: fragment-to-fragment copies keep the layout, reductions replicate the
           reduced dimension across the threads that shared it, Parallel loops take the layout of
           a fragment they index with their own loop variables and impose it on the others;
@@ -26,6 +28,7 @@ from ..context import KernelState
 from .context import InferenceContext
 from .free import free_layout
 from .rules import RULES, parallel_accesses
+from .rules_block import declared_layouts
 from .rules_parallel import loop_dims, sub_layout
 
 
@@ -36,6 +39,7 @@ def infer_layouts(state: KernelState) -> None:
     # the scan emitter needs a fragment's scanned rows in one thread: no narrowed vectors
     scanned = {r.buffer for s in walk(state.kernel.body) if isinstance(s, CumSum)
                for r in (s.src, s.dst)}
+    declared_layouts(ctx, state.kernel.body)  # the user's (and the Tilus level's): first
     for level in ("strict", "common"):
         _fixpoint(ctx, nodes, level)
     # free, in program order: each op's unconstrained fragments get the free layout, then

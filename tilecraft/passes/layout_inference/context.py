@@ -8,7 +8,8 @@ from tilecraft.ir import Buffer, ParallelLoop
 from ..context import KernelState
 
 
-def _where(node) -> str:
+def where(node) -> str:
+    """`T.gemm (line 12)`: the op and its user's line, for messages."""
     span = getattr(node, "span", None)
     line = f" (line {span.line})" if span is not None and getattr(span, "line", None) else ""
     return f"{describe(node)}{line}"
@@ -17,6 +18,8 @@ def _where(node) -> str:
 def describe(node) -> str:
     if isinstance(node, ParallelLoop):
         return f"T.Parallel{tuple(node.extents)}"
+    if getattr(node, "NAME", ""):  # a block instruction (the Tilus level)
+        return "the Tilus-level register tensor"
     name = type(node).__name__
     return {"Gemm": "T.gemm", "Copy": "T.copy", "Reduce": "T.reduce", "Fill": "T.fill",
             "Allocate": "the allocation", "AnnotateLayout": "T.annotate_layout"}.get(name, name)
@@ -35,13 +38,13 @@ class InferenceContext:
         """Give `buf` `layout` (decided by `node`); TC501 when it already has another one."""
         if layout.num_threads != self.state.num_threads:
             raise TilecraftError("TC501", span=getattr(node, "span", None), buffer=buf.name,
-                                 detail=f"{_where(node)} needs {layout} over "
+                                 detail=f"{where(node)} needs {layout} over "
                                  f"{layout.num_threads} threads, the block has "
                                  f"{self.state.num_threads}", hint="change threads= or the tile")
         old = self.state.layouts.get(buf)
         if old is None:
             self.state.layouts[buf] = layout
-            self.state.layout_origin[buf] = f"{why} from {_where(node)}"
+            self.state.layout_origin[buf] = f"{why} from {where(node)}"
             self.origin[buf] = node
             self.changed = True
             return
@@ -49,7 +52,7 @@ class InferenceContext:
             first = self.origin.get(buf)
             raise TilecraftError(
                 "TC501", span=getattr(node, "span", None), buffer=buf.name,
-                detail=f"{_where(first)} gives it {old}, but {_where(node)} needs {layout}",
+                detail=f"{where(first)} gives it {old}, but {where(node)} needs {layout}",
                 hint="make both ops agree (e.g. the same warp policy), or copy through shared "
                      "memory between them",
                 notes=tuple((sp, "the other layout comes from here")
@@ -62,5 +65,5 @@ class InferenceContext:
             self.changed = True
         elif old != layout:
             raise TilecraftError("TC501", span=loop.span, buffer="(loop)",
-                                 detail=f"{_where(loop)} is mapped as {old} and as {layout}",
+                                 detail=f"{where(loop)} is mapped as {old} and as {layout}",
                                  hint="index fragments of one layout in one T.Parallel loop")

@@ -14,7 +14,7 @@ The register A layout equals the C layout of a gemm with N = K, so an accumulato
 fp16 feeds the next gemm from registers (FlashAttention) when both use FullRow.
 
 On sm_90a a gemm with both operands in shared memory (or A in registers and one 64-row tile per
-warpgroup, as FlashAttention's P x V) runs on wgmma instead (`wgmma_plan`): the
+warpgroup, as FlashAttention's P x V) runs on wgmma instead (`wgmma_options`): the
 warpgroups split the tile gm x gn, each issuing m64nNk16 with N = n / gn <= 256 over its
 tm64 = m / (64 gm) row tiles. Warp w of a warpgroup holds rows 16 w.. of each 64-row tile, so
 
@@ -24,6 +24,11 @@ which is the mma.sync layout with warps 4 gm x gn whenever tm64 == 1. It is chos
 operands have canonical wgmma layouts (tilecraft.layout.wgmma) and, if some gemm of the kernel
 reads A from registers, only when the layout is the mma.sync one (that gemm's A layout is).
 `TILECRAFT_WGMMA=0` turns it off.
+
+An accumulator whose layout is declared (`T.alloc_fragment(layout=)`, a Tilus register tensor,
+or another gemm into it: rules_block.py runs first) picks the partition whose C layout it is,
+whatever the policy says (`choose_partition`): wgmma's first, then mma.sync's (the policy's
+first, then every wm x wn, r copies). A layout no partition gives is TC501 naming both.
 """
 
 from __future__ import annotations
@@ -37,6 +42,20 @@ from tilecraft.layout.swizzle import make_swizzled_layout
 from tilecraft.layout.wgmma import operand_descriptor
 
 from ..choose_swizzles import wants_swizzle
+from .context import where
+
+
+def warp_partitions(op: Gemm, num_warps: int) -> list[tuple[int, int, int]]:
+    """Every (wm, wn, r) the gemm's tile splits into m16n8k16 atoms by, fewest copies first;
+    the policy's choice (`warp_partition`) is not necessarily first."""
+    m, n, _ = op.mnk()
+    out, r = [], 1
+    while r <= num_warps:
+        g = num_warps // r
+        out += [(wm, g // wm, r) for wm in range(1, g + 1)
+                if g % wm == 0 and m % (16 * wm) == 0 and n % (8 * (g // wm)) == 0]
+        r *= 2
+    return out
 
 
 def warp_partition(op: Gemm, num_warps: int) -> tuple[int, int, int]:
@@ -115,16 +134,17 @@ def wgmma_descriptors(op: Gemm, gm: int, gn: int) -> list | None:
     return out
 
 
-def wgmma_plan(ctx, op: Gemm, num_warps: int) -> tuple[int, int] | None:
-    """(gm, gn) warpgroups along M and N when this gemm runs on wgmma; None for mma.sync."""
+def wgmma_options(ctx, op: Gemm, num_warps: int) -> list[tuple[int, int]]:
+    """Every (gm, gn) warpgroups along M and N this gemm can run on wgmma with, best first (the
+    policy's first); [] when it runs on mma.sync."""
     state = ctx.state
     if not state.target.has_wgmma or not state.options.wgmma:
-        return None
+        return []
     names = {op.A.dtype.name, op.B.dtype.name}
     if (num_warps % 4 or names not in ({"float16"}, {"bfloat16"})
             or op.C.buffer.scope != "fragment" or op.C.dtype.name != "float32"
             or not op.C.is_full()):
-        return None
+        return []
     m, n, k = op.mnk()
     groups = num_warps // 4
     options = [(gm, groups // gm) for gm in range(1, groups + 1) if groups % gm == 0]
@@ -135,7 +155,7 @@ def wgmma_plan(ctx, op: Gemm, num_warps: int) -> tuple[int, int] | None:
         # 64-row tile each, so that the A layout is the mma.sync one (the accumulator it comes
         # from keeps its layout whichever instruction made it)
         if op.transpose_A or not op.A.is_full():
-            return None
+            return []
         options = [(gm, gn) for gm, gn in options if gn == 1 and m == 64 * gm]
     if op.policy == "FullRow":
         options = [o for o in options if o[1] == 1] or options
@@ -143,6 +163,7 @@ def wgmma_plan(ctx, op: Gemm, num_warps: int) -> tuple[int, int] | None:
         options = [o for o in options if o[0] == 1] or options
     # fewest operand rows read per k16 per warpgroup (wide N), then the squarest tile
     options.sort(key=lambda o: (m // (64 * o[0]) * (64 + n // o[1]), abs(m // o[0] - n // o[1])))
+    out = []
     for gm, gn in options:
         if wgmma_descriptors(op, gm, gn) is None:
             continue
@@ -150,8 +171,8 @@ def wgmma_plan(ctx, op: Gemm, num_warps: int) -> tuple[int, int] | None:
             wm, wn, r = warp_partition(op, num_warps)
             if r != 1 or wgmma_c_layout(m, n, gm, gn) != c_layout(m, n, wm, wn):
                 continue
-        return gm, gn
-    return None
+        out.append((gm, gn))
+    return out
 
 
 def _has_register_a_gemm(ctx) -> bool:
@@ -166,17 +187,17 @@ def gemm_rule(ctx, op: Gemm, level: str) -> None:
         return
     state = ctx.state
     m, n, k = op.mnk()
-    wg = wgmma_plan(ctx, op, state.num_threads // 32)
-    if wg is not None:
-        gm, gn = wg
-        state.gemm_wgmma[op] = wg
+    on_wgmma, grid = choose_partition(ctx, op, state.num_threads // 32)
+    if on_wgmma:
+        gm, gn = grid
+        state.gemm_wgmma[op] = grid
         state.gemm_warps[op] = (4 * gm, gn)
         state.gemm_copies[op] = 1
         ctx.set(op.C.buffer, wgmma_c_layout(m, n, gm, gn), op, "wgmma accumulator layout")
         if op.A.buffer.scope == "fragment":  # m == 64 gm: the mma.sync A layout of 4 gm warps
             ctx.set(op.A.buffer, a_layout(m, k, 4 * gm), op, "wgmma operand A layout")
         return
-    wm, wn, r = warp_partition(op, state.num_threads // 32)
+    wm, wn, r = grid
     state.gemm_warps[op] = (wm, wn)
     state.gemm_copies[op] = r
     ctx.set(op.C.buffer, c_layout(m, n, wm, wn, r), op, "mma accumulator layout")
@@ -186,3 +207,38 @@ def gemm_rule(ctx, op: Gemm, level: str) -> None:
                                  "and warps split along N (or transpose_A)",
                                  hint="use policy=T.GemmWarpPolicy.FullRow")
         ctx.set(op.A.buffer, a_layout(m, k, wm), op, "mma operand A layout")
+
+
+def choose_partition(ctx, op: Gemm, num_warps: int) -> tuple[bool, tuple[int, ...]]:
+    """(True, (gm, gn)) on wgmma or (False, (wm, wn, r)) on mma.sync: the policy's partition,
+    or, when the accumulator's layout is already fixed (declared with `layout=`, a Tilus
+    register tensor, another gemm into it), the partition whose accumulator layout it is (the
+    policy's if it qualifies, wgmma before mma.sync). TC501 naming both layouts when none is."""
+    m, n, _ = op.mnk()
+    wgs = wgmma_options(ctx, op, num_warps)
+    want = ctx.get(op.C.buffer)
+    if want is None:
+        return (True, wgs[0]) if wgs else (False, warp_partition(op, num_warps))
+    parts = warp_partitions(op, num_warps)
+    if parts:
+        first = warp_partition(op, num_warps)
+        parts = [first] + [p for p in parts if p != first]
+    for g in wgs:
+        if wgmma_c_layout(m, n, *g) == want:
+            return True, g
+    for p in parts:
+        if c_layout(m, n, *p) == want:
+            return False, p
+    default = (wgmma_c_layout(m, n, *wgs[0]) if wgs else
+               c_layout(m, n, *parts[0]) if parts else None)
+    declared = ctx.origin.get(op.C.buffer)
+    raise TilecraftError(
+        "TC501", span=op.span, buffer=op.C.buffer.name,
+        detail=f"{where(declared)} gives it {want}, which no warp partition of T.gemm's "
+        f"{m}x{n} tile over {num_warps} warps accumulates in"
+        + (f" (policy {op.policy} gives {default})" if default is not None else ""),
+        hint="declare the accumulator layout of a warp partition "
+             "(tilecraft.passes.layout_inference.rules_gemm.c_layout(m, n, wm, wn)), or let "
+             "inference choose it (no layout=)",
+        notes=tuple((sp, "the declared layout comes from here")
+                    for sp in (getattr(declared, "span", None),) if sp is not None))
