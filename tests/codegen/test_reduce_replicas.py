@@ -69,7 +69,7 @@ def test_a_row_over_fewer_lanes_than_warps_combines_in_one_order():
     assert "pick" not in body and "(tid ^" not in body and "__shfl" not in body
     # the row's 32 values, staged, summed from the first to the last by each of its 16 holders
     assert ("for (int r = 0; r < 32; ++r) "
-            "acc = acc + tc::cast<float>(stage0[((tid % 16)) * 32 + r]);") in body
+            "acc = acc + stage0[(tid % 16) * 32 + r];") in body
 
 
 @pytest.mark.parametrize("kernel, rows, n", [(row_sum_everywhere, 2, N),

@@ -19,7 +19,7 @@ import pytest
 
 import tilecraft.language as T
 from tilecraft.block import AllocateShared, Instruction, SharedTensor, Synchronize
-from tilecraft.block.smem_plan import _Lifetimes
+from tilecraft.block.smem_plan import _Lifetimes, may_share
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import SeqStmt
 from tilecraft.ir.visitor import walk
@@ -56,8 +56,9 @@ def _shares(state, a: str, b: str) -> bool:
 
 
 def _assert_plan_is_consistent(state) -> None:
-    """Tensors live at once never overlap, stages overlap nothing, tensors that overlap are one
-    group (so insert_barriers orders them); every tensor lies in the arena, aligned."""
+    """Tensors live at once never overlap, stages overlap only tensors used before or after
+    their pipeline, tensors that overlap have keys that meet (so insert_barriers orders them);
+    every tensor lies in the arena, aligned."""
     lives = _Lifetimes()
     lives.visit(state.block_program.body)
     roots = {r.tensor.name: r for r in lives.roots.values()}
@@ -65,11 +66,10 @@ def _assert_plan_is_consistent(state) -> None:
     for a, b in combinations(_tensors(state), 2):
         if _shares(state, a, b):
             ra, rb = roots[a], roots[b]
-            assert not (ra.sliced or rb.sliced), (a, b)
             (a0, a1), (b0, b1) = ra.span(), rb.span()
-            assert a1 < b0 or b1 < a0, (a, b)
+            assert (a1 < b0 or b1 < a0) and may_share(ra, rb), (a, b)
             ta, tb = _tensors(state)[a].buffer, _tensors(state)[b].buffer
-            assert groups[ta] is groups[tb], (a, b)
+            assert groups[ta].meets(groups[tb]), (a, b)
     for name, t in _tensors(state).items():
         start, end = _range(state, name)
         assert start % (1024 if t.layout.swizzle is not None else 128) == 0
@@ -187,7 +187,7 @@ def test_a_partial_or_conditional_overwrite_does_not_end_a_lifetime():
 
 
 # ---- barriers --------------------------------------------------------------------------------
-def test_pipelined_buffers_keep_all_stages_and_reuse_waits_for_a_barrier():
+def test_pipelined_stages_share_only_with_tiles_used_after_the_pipeline_behind_a_barrier():
     @T.prim_func
     def k(A: T.Tensor((128, 512), "float16"), C: T.Tensor((128, 64), "float32")):
         with T.Kernel(1, threads=128):
@@ -209,9 +209,10 @@ def test_pipelined_buffers_keep_all_stages_and_reuse_waits_for_a_barrier():
     assert "A_s" not in _tensors(st)
     start, end = _range(st, "A_s_stages")
     assert end - start == 3 * 128 * 64 * 2
-    for other in ("Pre_s", "Post_s"):  # (the loop's slices are ordered by pipeline_copies)
-        assert not _shares(st, "A_s_stages", other)
-    assert _shares(st, "Pre_s", "Post_s") and _barrier_between(st, "Pre_s", "Post_s")
+    # (the loop's slices are ordered by pipeline_copies; its TMA copies do not write bytes the
+    # generic proxy used before; once the loop is done, its last copy has landed)
+    assert not _shares(st, "A_s_stages", "Pre_s")
+    assert _shares(st, "A_s_stages", "Post_s") and _barrier_between(st, "A_s", "Post_s")
     _assert_plan_is_consistent(st)
     _assert_same_outputs(k)
 
@@ -269,8 +270,8 @@ def test_random_programs_never_overlap_live_buffers(tmp_path):
 def test_production_flash_mla_fits_sm90a_after_reuse():
     st = lower(make(FLASH_MLA_PROD).func, H100_SXM)
     # KV 2 x 64 KB + Q 64 KB + K_pe 2 x 8 KB + S 8 KB + Q_pe 8 KB + the TMA stages' mbarriers;
-    # O_shared takes Q_shared's bytes after the loop (294928 B without reuse)
-    assert _shares(st, "Q_shared", "O_shared")
+    # O_shared takes KV_shared's bytes after the loop (294928 B without reuse)
+    assert _shares(st, "KV_shared_stages", "O_shared")
     assert st.arena.size == 229392
     pytest.importorskip("cuda.bindings.nvrtc")  # as tests/codegen: skipped without NVRTC
     from tilecraft.codegen.cuda.build import generate_cuda
@@ -278,8 +279,8 @@ def test_production_flash_mla_fits_sm90a_after_reuse():
 
     gen = generate_cuda(make(FLASH_MLA_PROD).func, "sm_90a")
     compiled = compile_cuda(gen.source, "sm_90a", name=gen.name)
-    # the reductions' scratch follows the arena
-    assert compiled.cubin and st.arena.size < gen.launch.smem <= SM90_LIMIT
+    # the reductions' scratch takes S_shared's bytes (dead until its store in each iteration)
+    assert compiled.cubin and gen.launch.smem == -(-st.arena.size // 128) * 128
 
 
 def test_too_much_shared_memory_even_after_reuse_is_tc503():

@@ -7,8 +7,9 @@ GPU that takes a barrier between a shared write and a later shared access by oth
 pass adds them, conservatively, by the tensors' scopes:
 
 - in a sequence, before an instruction that reads a shared tensor written since the last
-  barrier, or writes one written or read since then (tensors do not overlap: the printer gives
-  each its own bytes);
+  barrier, or writes one written or read since then (tensors sharing bytes in the arena are
+  one memory where their bytes meet: smem_plan.py's keys; an instruction staging through dead
+  bytes of the arena reads them);
 - at the end of a loop body whose accesses since its last barrier meet those of the body's
   start, before its first barrier (the next iteration's come after this iteration's);
 - an `if` merges what its branches did; an existing `synchronize` resets the state;
@@ -67,7 +68,7 @@ class _State:
             if not (a and b):
                 return False
             return "*" in a or "*" in b or any(
-                _key(x) == _key(y) and not (isinstance(x, _One) and isinstance(y, _One))
+                _same(_key(x), _key(y)) and not (isinstance(x, _One) and isinstance(y, _One))
                 for x in a for y in b)
 
         return meet(reads, self.wrote) or meet(writes, self.wrote | self.read)
@@ -85,6 +86,11 @@ def _key(x):
     return x.key if isinstance(x, _One) else x
 
 
+def _same(a, b) -> bool:
+    """Keys of the same memory: equal, or bytes of the arena that overlap (smem_plan.Bytes)."""
+    return a == b or (hasattr(a, "meets") and a.meets(b))
+
+
 def _memory(tensors) -> set:
     return {t.buffer for t in tensors if isinstance(t, (SharedTensor, GlobalTensor))}
 
@@ -92,15 +98,17 @@ def _memory(tensors) -> set:
 _MEMORY = ("shared", "global")
 
 
-def insert_barriers(program: BlockProgram, aliases: dict | None = None) -> BlockProgram:
+def insert_barriers(program: BlockProgram, aliases=None) -> BlockProgram:
     """`program` with the barriers the GPU needs to mean what the block VM computes;
-    `aliases`: shared tensors (buffers) -> the representative of the tensors they share bytes
-    with (block/smem_plan.py), accessed as one memory."""
-    aliases = aliases or {}
+    `aliases`: the arena's SharedPlan (block/smem_plan.py: the keys of the tensors sharing
+    bytes, and of the dead bytes an instruction stages through, which it reads after the
+    printer's barriers around its writes), or a dict shared tensor buffer -> key."""
+    scratch = getattr(aliases, "scratch_key", lambda s: None)
+    aliases = getattr(aliases, "groups", aliases) or {}
     landing = frozenset(aliases.get(s.dst.buffer, s.dst.buffer) for s in walk(program.body)
                         if isinstance(s, CopyAsync))
     threads = ThreadValues(program.body, program.thread_vars)
-    body = _Barriers(landing, aliases, threads).seq(program.body, _State())
+    body = _Barriers(landing, aliases, threads, scratch).seq(program.body, _State())
     return dataclasses.replace(program, body=body)
 
 
@@ -109,10 +117,11 @@ def _barrier(span) -> Synchronize:
 
 
 class _Barriers:
-    def __init__(self, landing: frozenset, aliases: dict, threads: ThreadValues):
+    def __init__(self, landing: frozenset, aliases: dict, threads: ThreadValues, scratch):
         self.landing = landing  # the program's copy_async destinations
         self.aliases = aliases
         self.threads = threads  # per-thread values (block/threads.py)
+        self.scratch = scratch  # instruction -> the key of the arena bytes it stages through
 
     def access(self, s: Stmt) -> tuple[set, set]:
         """(memory read, memory written) by a statement: shared tensors, and global tensors by
@@ -131,7 +140,9 @@ class _Barriers:
             return reads, writes
         if isinstance(s, (AllocateShared, AllocateRegister, SharedSlice)):
             return set(), set()
-        return self.keys(_memory(s.reads())), self.keys(_memory(s.writes()))
+        staged = self.scratch(s)
+        reads = self.keys(_memory(s.reads())) | ({staged} if staged is not None else set())
+        return reads, self.keys(_memory(s.writes()))
 
     def keys(self, bufs: set) -> set:
         return {self.aliases.get(b, b) for b in bufs}

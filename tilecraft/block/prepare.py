@@ -26,7 +26,9 @@ class Prepared:
 def prepare(program: BlockProgram, target) -> Prepared:
     """Verify `program`, plan its arena, insert its barriers, select its instructions for
     `target` (a Target, or None: nothing a chip may lack)."""
+    from tilecraft.codegen.block_cuda.compute import reduction_scratch
+
     program.verify()
-    arena = plan_shared(program.body)
-    program = insert_barriers(program, arena.groups)
+    arena = plan_shared(program.body, reduction_scratch(program.num_threads))
+    program = insert_barriers(program, arena)
     return Prepared(program, arena, select_instructions(program, target))

@@ -1,13 +1,27 @@
 """plan_shared: where each shared tensor of a block program lives in the arena (byte offsets),
 tensors whose lifetimes do not overlap sharing bytes.
 
-A tensor's lifetime runs from its first to its last access in program order; an access inside
-a loop that the tensor was allocated outside of keeps it alive for the whole loop (the next
-iteration comes back to it). Tensors whose lifetimes are disjoint may share bytes; the stages
-of a pipelined tile (a tensor that `shared_slice` views) never do, since its slices are ordered
-by the pipelining pass alone. `groups` names, for every tensor that shares bytes with another,
-one representative: insert_barriers treats the tensors of a group as the same memory, so the
-first write of the later tensor waits for the other threads' last reads of the earlier one.
+Lifetimes are smem_lifetimes.py's: from a tensor's first to its last access (and the wait
+that lands an async copy into it), over the loops it is allocated outside of unless each of
+their iterations begins by overwriting all of it. Two tensors may share bytes when one's
+lifetime ends before the other's begins, except that
+- a tensor holding mbarriers shares only with tensors used before it (its bytes are not
+  reusable without an mbarrier.inval);
+- a tensor a bulk copy (TMA) writes shares only with tensors used after it (the async proxy
+  would write bytes the generic proxy used before it);
+the stages of a pipelined tile (the slices of a `stacked` tensor) share with tensors used only
+before or after the pipeline (after its last copy landed, at the final wait). Placement:
+largest first, at the lowest aligned offset clear of every tensor it may not share with.
+
+`scratch` (the printer's: bytes an instruction stages through shared memory, e.g. the partials
+of a reduction across warps) reserves dead bytes of the arena for each such instruction, where
+a hole big enough exists (the arena never grows for it; the printer puts the rest after the
+arena, see codegen/block_cuda/compute.py).
+
+`groups` gives every tensor (and slice, and staged instruction) whose bytes meet another's a
+`Bytes` key: insert_barriers treats accesses whose keys meet as accesses of the same memory,
+so the first write of the later tensor waits for the other threads' last accesses of the
+earlier one.
 
     Q_s  [--------------------]                 Q_s and O_s share bytes (Q_s's last read,
     K_s  [----------------------------]         a barrier, then O_s's first write)
@@ -16,21 +30,54 @@ first write of the later tensor waits for the other threads' last reads of the e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tilecraft.ir import Buffer, BufferLoad, BufferStore, For, SeqStmt, Stmt, While
-from tilecraft.ir.visitor import stmt_children, stmt_exprs, walk_expr
+from tilecraft.ir import Buffer, Stmt
 
-from .instructions import AllocateShared, Instruction
+from .instructions import Instruction
+from .smem_lifetimes import Lifetimes, Root
 from .tensors import SharedTensor
-from .transfer import SharedSlice
+
+_Lifetimes = Lifetimes  # (the name tests/passes knows)
+
+
+@dataclass(frozen=True)
+class Bytes:
+    """The memory a shared tensor sharing bytes (or an instruction's scratch) is accessed as:
+    bytes [start, end) of the arena. Two keys meet where their bytes do, but the accesses of
+    two stages of one pipelined tile (`part`: the slice accessed) do not: pipeline_copies
+    orders the reuse of a stage itself."""
+
+    start: int
+    end: int
+    root: object  # the allocated tensor's buffer, or the staging instruction's token
+    part: object = None
+
+    def meets(self, other: object) -> bool:
+        if not isinstance(other, Bytes):
+            return False
+        if self.root == other.root:
+            return self.part is None or other.part is None or self.part == other.part
+        return self.start < other.end and other.start < self.end
 
 
 @dataclass
 class SharedPlan:
     offsets: dict[Buffer, int] = field(default_factory=dict)  # root tensor -> byte offset
     size: int = 0  # bytes of the arena the tensors take
-    groups: dict[Buffer, Buffer] = field(default_factory=dict)  # tensor -> its group's first
+    groups: dict[Buffer, Bytes] = field(default_factory=dict)  # tensor sharing bytes -> key
+    staged: dict[int, tuple[Instruction, int, int, Bytes]] = field(default_factory=dict)
+
+    def scratch_at(self, s: Stmt) -> tuple[int, int] | None:
+        """(offset, bytes) of the dead bytes reserved for instruction `s` to stage through."""
+        got = self.staged.get(id(s))
+        return (got[1], got[2]) if got is not None and got[0] is s else None
+
+    def scratch_key(self, s: Stmt) -> Bytes | None:
+        """The memory key of the bytes `s` stages through (insert_barriers), if reserved."""
+        got = self.staged.get(id(s))
+        return got[3] if got is not None and got[0] is s else None
 
 
 def _align(t: SharedTensor) -> int:
@@ -41,122 +88,70 @@ def _nbytes(t: SharedTensor) -> int:
     return -(-t.layout.cosize * t.dtype.bits // 8 // 16) * 16
 
 
-def plan_shared(body: Stmt) -> SharedPlan:
-    """The arena of the program body `body`."""
-    walker = _Lifetimes()
-    walker.visit(body)
-    roots = walker.roots
-    placed: list[tuple[int, int, int, int, Buffer]] = []  # (start, end, first, last, buffer)
+def may_share(a: Root, b: Root) -> bool:
+    """Tensors `a` and `b` may take the same bytes (see the module docstring)."""
+    (a0, a1), (b0, b1) = a.span(), b.span()
+    if a1 < b0:
+        return _after(a, b)
+    if b1 < a0:
+        return _after(b, a)
+    return False
+
+
+def _after(first: Root, then: Root) -> bool:
+    """`then`, used after `first` is dead, may take its bytes."""
+    return not first.barrier and not then.bulk
+
+
+def _taken_at(r: Root, pos: int) -> bool:
+    """The bytes of `r` are not free for scratch written and read at statement `pos`."""
+    first, last = r.span()
+    return first <= pos <= last or (r.barrier and last < pos) or (r.bulk and pos < first)
+
+
+def _lowest(size: int, align: int, taken: list[tuple[int, int]]) -> int:
+    offset = 0
+    while True:
+        offset = -(-offset // align) * align
+        clash = [end for start, end in taken if start < offset + size and offset < end]
+        if not clash:
+            return offset
+        offset = max(clash)
+
+
+def plan_shared(body: Stmt, scratch: Callable[[Instruction], int] | None = None) -> SharedPlan:
+    """The arena of the program body `body` (`scratch`: the bytes each instruction stages
+    through when printed, reserved in dead bytes where they fit)."""
+    lives = Lifetimes(scratch)
+    lives.visit(body)
     plan = SharedPlan()
-    order = sorted(roots.values(), key=lambda r: -_nbytes(r.tensor))
-    for r in order:
-        t, size, align = r.tensor, _nbytes(r.tensor), _align(r.tensor)
-        first, last = r.span()
-        offset = 0
-        while True:
-            offset = -(-offset // align) * align
-            clash = [p for p in placed if p[0] < offset + size and offset < p[1]
-                     and (r.sliced or p[4] in walker.sliced or not (last < p[2] or p[3] < first))]
-            if not clash:
-                break
-            offset = max(p[1] for p in clash)
-        placed.append((offset, offset + size, first, last, t.buffer))
-        plan.offsets[t.buffer] = offset
+    placed: list[tuple[int, int, Root]] = []
+    for r in sorted(lives.roots.values(), key=lambda r: -_nbytes(r.tensor)):
+        size = _nbytes(r.tensor)
+        offset = _lowest(size, _align(r.tensor),
+                         [(s, e) for s, e, p in placed if not may_share(r, p)])
+        placed.append((offset, offset + size, r))
+        plan.offsets[r.tensor.buffer] = offset
         plan.size = max(plan.size, offset + size)
-    for i, a in enumerate(placed):  # tensors sharing bytes: one group
-        for b in placed[:i]:
-            if a[0] < b[1] and b[0] < a[1]:
-                ra, rb = _find(plan.groups, a[4]), _find(plan.groups, b[4])
-                if ra is not rb:
-                    plan.groups[ra] = rb
-    members = set(plan.groups) | set(plan.groups.values())
-    plan.groups = {b: _find(plan.groups, b) for b in members}
+    keys: list[tuple[object, int, int]] = [(r.tensor.buffer, s, e) for s, e, r in placed]
+    at: dict[int, list[int]] = {}  # (an instruction object may stand in several places)
+    for s, pos, _ in lives.staged:
+        at.setdefault(id(s), []).append(pos)
+    for s, _, n in lives.staged:  # scratch: in bytes no tensor needs where `s` runs
+        if id(s) in plan.staged:
+            continue
+        taken = [(a, e) for a, e, r in placed if any(_taken_at(r, p) for p in at[id(s)])]
+        offset = _lowest(n, 128, taken)
+        if offset + n <= plan.size:
+            token = object()
+            plan.staged[id(s)] = (s, offset, n, Bytes(offset, offset + n, token))
+            keys.append((token, offset, offset + n))
+    shared = {k for k, s, e in keys if any(k2 is not k and s < e2 and s2 < e
+                                           for k2, s2, e2 in keys)}
+    for k, s, e in keys:
+        if k in shared and isinstance(k, Buffer):
+            plan.groups[k] = Bytes(s, e, k)
+    for part, b in lives.alias.items():  # the stages of a pipelined tile
+        if b in plan.groups:
+            plan.groups[part] = Bytes(plan.groups[b].start, plan.groups[b].end, b, part)
     return plan
-
-
-def _find(groups: dict, b: Buffer) -> Buffer:
-    while b in groups and groups[b] is not b:
-        b = groups[b]
-    return b
-
-
-@dataclass
-class _Root:
-    tensor: SharedTensor
-    alloc: int
-    uses: list[int] = field(default_factory=list)
-    sliced: bool = False
-
-    def span(self) -> tuple[int, int]:
-        pos = self.uses or [self.alloc]
-        return min(pos), max(pos)
-
-
-class _Lifetimes:
-    """Positions (statement order) of every shared tensor's allocation and accesses, loops
-    extending the accesses of tensors allocated outside them."""
-
-    def __init__(self):
-        self.pos = 0
-        self.roots: dict[Buffer, _Root] = {}
-        self.alias: dict[Buffer, Buffer] = {}  # slice -> its root
-        self.sliced: set[Buffer] = set()
-        self.loop_uses: list[list[_Root]] = []  # per enclosing loop: the roots used in it
-
-    def root(self, t) -> _Root | None:
-        b = t.buffer
-        return self.roots.get(self.alias.get(b, b))
-
-    def visit(self, s: Stmt) -> None:
-        if isinstance(s, SeqStmt):
-            for c in s.stmts:
-                self.visit(c)
-            return
-        if isinstance(s, (For, While)):
-            start = self.pos
-            self.pos += 1
-            inner: list[_Root] = []
-            self.loop_uses.append(inner)
-            self.visit(s.body)
-            self.loop_uses.pop()
-            end = self.pos
-            for r in inner:  # alive for the whole loop when allocated outside it
-                if r.alloc < start:
-                    r.uses += [start, end]
-            if self.loop_uses:
-                self.loop_uses[-1].extend(inner)
-            return
-        if isinstance(s, Instruction):
-            self.pos += 1
-            if isinstance(s, AllocateShared):
-                self.roots[s.out.buffer] = _Root(s.out, self.pos)
-                return
-            if isinstance(s, SharedSlice):
-                r = self.root(s.src)
-                if r is not None:
-                    self.alias[s.out.buffer] = r.tensor.buffer
-                    r.sliced = True
-                    self.sliced.add(r.tensor.buffer)
-                    self._use(r)
-                return
-            for t in (*s.reads(), *s.writes()):  # (a parallel body's accesses included)
-                if isinstance(t, SharedTensor):
-                    r = self.root(t)
-                    if r is not None:
-                        self._use(r)
-            return
-        self.pos += 1  # scalar code: its loads and stores of shared memory
-        bufs = [s.buffer] if isinstance(s, BufferStore) else []
-        bufs += [x.buffer for e in stmt_exprs(s) for x in walk_expr(e)
-                 if isinstance(x, BufferLoad)]
-        for b in bufs:
-            r = self.roots.get(self.alias.get(b, b))
-            if r is not None:
-                self._use(r)
-        for c in stmt_children(s):
-            self.visit(c)
-
-    def _use(self, r: _Root) -> None:
-        r.uses.append(self.pos)
-        for inner in self.loop_uses:
-            inner.append(r)

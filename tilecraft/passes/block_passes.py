@@ -18,13 +18,16 @@ from .context import KernelState
 
 def plan_arena(state: KernelState) -> None:
     if state.block_program is not None:
+        from tilecraft.codegen.block_cuda.compute import reduction_scratch
+
         state.block_program.verify()
-        state.arena = smem_plan.plan_shared(state.block_program.body)
+        state.arena = smem_plan.plan_shared(
+            state.block_program.body, reduction_scratch(state.block_program.num_threads))
 
 
 def insert_barriers(state: KernelState) -> None:
     if state.block_program is not None:
-        state.block_program = barriers.insert_barriers(state.block_program, state.arena.groups)
+        state.block_program = barriers.insert_barriers(state.block_program, state.arena)
 
 
 def select_instructions(state: KernelState) -> None:

@@ -103,15 +103,23 @@ def _check_scalars(program: BlockProgram) -> None:
 
 
 def _check_shared_memory(program: BlockProgram, need: int, arch: str) -> None:
-    """TC503 at the kernel when its arena (after reuse) and scratch exceed the target's limit."""
+    """TC503 at the kernel when its arena (after reuse) and scratch exceed the target's limit;
+    a note names the largest shared tensors."""
+    from tilecraft.block import AllocateShared
     from tilecraft.diagnostics import TilecraftError
     from tilecraft.targets import target_from_arch
 
     target = target_from_arch(arch)
     limit = target.max_shared_memory_per_block
     if need > limit:
+        tiles = sorted(((s.out.layout.cosize * s.out.dtype.bits // 8, s.out.name)
+                        for s in walk(program.body) if isinstance(s, AllocateShared)),
+                       key=lambda t: -t[0])
+        note = (f"that is after reusing the bytes of tensors whose lifetimes do not overlap "
+                f"({sum(n for n, _ in tiles)} bytes without reuse); the largest: "
+                + ", ".join(f"{name} {n} B" for n, name in tiles[:4]))
         raise TilecraftError("TC503", span=program.span, need=need, target=target.name,
-                             limit=limit)
+                             limit=limit, notes=((None, note),))
 
 
 def min_blocks_per_sm(program: BlockProgram) -> int:

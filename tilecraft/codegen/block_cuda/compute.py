@@ -14,6 +14,7 @@ from tilecraft.ir import Var
 from ..cuda.cexpr import ctype, zero
 from ..cuda.indexing import frag_coords
 from .mma import MmaPrinter
+from .text import convert
 
 _COMBINE = {"sum": "{a} + {b}", "abssum": "{a} + {b}", "max": "tc::maximum<{t}>({a}, {b})",
             "absmax": "tc::maximum<{t}>({a}, {b})", "min": "tc::minimum<{t}>({a}, {b})"}
@@ -71,16 +72,28 @@ class ComputePrinter(MmaPrinter):
         self.w(f"{self.tensor(s.out)}[li] = {self.cast(s.out.dtype, s.value)};")
         self.close()
 
-    def stage(self, tensors: list[RegisterTensor]) -> list[str]:
-        """Write register tensors row-major into the scratch area (after a barrier); returns
-        their pointers. Replicas write the same values."""
+    def scratch_base(self, s, nbytes: int) -> str:
+        """Where instruction `s` stages `nbytes` of shared memory: the dead bytes of the arena
+        the plan reserved for it (block/smem_plan.py; insert_barriers ordered its reads with the
+        accesses after it), else the scratch area after the arena."""
+        got = self.smem_plan.scratch_at(s) if s is not None and self.smem_plan else None
+        if got is not None and got[1] >= nbytes:
+            return str(got[0])
+        self.scratch = max(self.scratch, nbytes)
+        return "SCRATCH"
+
+    def stage(self, tensors: list[RegisterTensor], owner=None) -> list[str]:
+        """Write register tensors row-major into the scratch area (after a barrier; `owner`:
+        the instruction, whose reserved bytes are used when the plan has some); returns their
+        pointers. Replicas write the same values."""
         self.w("__syncthreads();  // the scratch area may still be read")
+        base = self.scratch_base(owner, staged_bytes(tensors))
         ptrs, off = [], 0
         for t in tensors:
             p = f"stage{len(ptrs)}"
             shape = [int(d) for d in t.shape]
             self.w(f"{ctype(t.dtype)}* {p} = reinterpret_cast<{ctype(t.dtype)}*>(tc_smem + "
-                   f"SCRATCH + {off});")
+                   f"{base} + {off});")
             self.per_register(t)
             c = frag_coords(t.layout, "tid", "li")
             flat = c[0]
@@ -90,7 +103,6 @@ class ComputePrinter(MmaPrinter):
             self.close()
             off += -(-math.prod(shape) * t.dtype.bits // 8 // 16) * 16
             ptrs.append(p)
-        self.scratch = max(self.scratch, off)
         self.w("__syncthreads();")
         return ptrs
 
@@ -124,31 +136,18 @@ class ComputePrinter(MmaPrinter):
         thread folds its registers per output register, butterfly shuffles combine the lanes of
         a row, and rows that span warps combine through the scratch area. False when the layouts
         do not allow it (the staged form then)."""
-
-        from ..cuda.indexing import local_map
         from .text import combine as _combine
-        from .text import cross_warp_modes
         from .text import identity as _init
-        from .text import xor_offsets as _xor_offsets
 
+        form = shuffle_form(s)
+        if form is None:
+            return False
+        lane, warp, m = form
         src, out = s.src.layout, s.out.layout
-        keep = tuple(d for d in range(src.ndim) if d != s.dim)
-        dst_map = out.reduce(s.dim, keepdim=False) if out.ndim == src.ndim else out
-        offs = _xor_offsets(cross_warp_modes(src, s.dim))
-        if offs is None or out.num_threads != src.num_threads:
-            return False
-        try:
-            m = local_map(src, dst_map, keep, s.span) if keep else "0"
-        except Exception:  # noqa: BLE001 (registers not affine: the staged form)
-            return False
         acc = accumulator_dtype(s.src.dtype, s.out.dtype)
         t = ctype(acc)
-        lane = [o for o in offs if o < 32]
-        warp = [o for o in offs if o >= 32]
-        if warp and len(lane) < len(warp):
-            return False
         n, nt = out.local_size, self.program.num_threads
-        x = f"tc::cast<{t}>({self.tensor(s.src)}[li])"
+        x = convert(t, f"{self.tensor(s.src)}[li]", ctype(s.src.dtype))
         if s.kind in ("abssum", "absmax"):
             x = f"({x} < {zero(t)} ? -{x} : {x})"
         self.w(f"// {s.kind} over dim {s.dim}: shuffles {lane}, across warps {warp}")
@@ -169,7 +168,8 @@ class ComputePrinter(MmaPrinter):
         self.close()
         if warp:  # one partial per warp and row, through the scratch area (after a barrier)
             self.w("__syncthreads();  // the scratch area may still be read")
-            self.w(f"{t}* scratch = reinterpret_cast<{t}*>(tc_smem + SCRATCH);")
+            base = self.scratch_base(s, n * nt * acc.bits // 8)
+            self.w(f"{t}* scratch = reinterpret_cast<{t}*>(tc_smem + {base});")
             self.w(f"for (int j = 0; j < {n}; ++j) scratch[j * {nt} + tid] = red[j];")
             self.w("__syncthreads();")
             pick = " | ".join(f"((tid & {lo}) << {(wo // lo).bit_length() - 1})"
@@ -180,15 +180,14 @@ class ComputePrinter(MmaPrinter):
             for lo in lane[:len(warp)]:
                 shuffle(lo)
             self.close()
-            self.scratch = max(self.scratch, n * nt * acc.bits // 8)
         o = self.tensor(s.out)
         ot = ctype(s.out.dtype)
         if s.clear:
-            self.w(f"for (int j = 0; j < {n}; ++j) {o}[j] = tc::cast<{ot}>(red[j]);")
+            self.w(f"for (int j = 0; j < {n}; ++j) {o}[j] = {convert(ot, 'red[j]', t)};")
         else:
-            old = f"tc::cast<{t}>({o}[j])"
-            self.w(f"for (int j = 0; j < {n}; ++j) {o}[j] = tc::cast<{ctype(s.out.dtype)}>("
-                   f"{_combine(s.kind, t, old, 'red[j]')});")
+            old = convert(t, f"{o}[j]", ot)
+            new = convert(ot, _combine(s.kind, t, old, "red[j]"), t)
+            self.w(f"for (int j = 0; j < {n}; ++j) {o}[j] = {new};")
         self.close()
         return True
 
@@ -197,7 +196,7 @@ class ComputePrinter(MmaPrinter):
         t = ctype(acc)
         shape = [int(d) for d in s.src.shape]
         self.open("")
-        (src,) = self.stage([s.src])
+        (src,) = self.stage([s.src], owner=s)
         self.per_register(s.out)
         kept = frag_coords(s.out.layout, "tid", "li")
         if len(kept) == len(shape):  # keepdim: the reduced dimension has extent 1
@@ -207,7 +206,7 @@ class ComputePrinter(MmaPrinter):
         flat = idx[0]
         for x, n in zip(idx[1:], shape[1:]):
             flat = f"({flat}) * {n} + {x}"
-        x = f"tc::cast<{t}>({src}[{flat}])"
+        x = convert(t, f"{src}[{flat}]", ctype(s.src.dtype))
         if s.kind in ("abssum", "absmax"):
             x = f"({x} < {zero(t)} ? -{x} : {x})"
         comb = _COMBINE[s.kind]
@@ -217,8 +216,55 @@ class ComputePrinter(MmaPrinter):
         self.w(f"{t} acc = {ident};")
         self.w(f"for (int r = 0; r < {shape[s.dim]}; ++r) acc = {comb.format(a='acc', b=x, t=t)};")
         if not s.clear:
-            old = f"tc::cast<{t}>({self.tensor(s.out)}[li])"
+            old = convert(t, f"{self.tensor(s.out)}[li]", ctype(s.out.dtype))
             self.w(f"acc = {comb.format(a=old, b='acc', t=t)};")
-        self.w(f"{self.tensor(s.out)}[li] = tc::cast<{ctype(s.out.dtype)}>(acc);")
+        self.w(f"{self.tensor(s.out)}[li] = {convert(ctype(s.out.dtype), 'acc', t)};")
         self.close()
         self.close()
+
+
+def staged_bytes(tensors) -> int:
+    """Bytes `ComputePrinter.stage` writes `tensors` in (each from a 16-byte boundary)."""
+    return sum(-(-math.prod(int(d) for d in t.shape) * t.dtype.bits // 8 // 16) * 16
+               for t in tensors)
+
+
+def shuffle_form(s: ReduceRegister):
+    """(lane offsets, warp offsets, C register map) of the shuffle form of reduction `s`, or None
+    when its layouts need the staged form."""
+    from ..cuda.indexing import local_map
+    from .text import cross_warp_modes, xor_offsets
+
+    src, out = s.src.layout, s.out.layout
+    keep = tuple(d for d in range(src.ndim) if d != s.dim)
+    dst_map = out.reduce(s.dim, keepdim=False) if out.ndim == src.ndim else out
+    offs = xor_offsets(cross_warp_modes(src, s.dim))
+    if offs is None or out.num_threads != src.num_threads:
+        return None
+    try:
+        m = local_map(src, dst_map, keep, s.span) if keep else "0"
+    except Exception:  # noqa: BLE001 (registers not affine: the staged form)
+        return None
+    lane = [o for o in offs if o < 32]
+    warp = [o for o in offs if o >= 32]
+    if warp and len(lane) < len(warp):
+        return None
+    return lane, warp, m
+
+
+def reduction_scratch(num_threads: int):
+    """For the arena planner (block/smem_plan.py): the bytes of shared memory an instruction
+    of a `num_threads`-thread program stages through when printed here, for reductions (the
+    partials of rows that span warps, or the staged tile); 0 for the other instructions, which
+    keep the scratch area after the arena."""
+
+    def need(s) -> int:
+        if not isinstance(s, ReduceRegister):
+            return 0
+        form = shuffle_form(s)
+        if form is None:
+            return staged_bytes([s.src])
+        acc = accumulator_dtype(s.src.dtype, s.out.dtype)
+        return s.out.layout.local_size * num_threads * acc.bits // 8 if form[1] else 0
+
+    return need
