@@ -5,7 +5,8 @@
 
 `import tilecraft` loads only what decorating a kernel and finding it in the jit cache take
 (`jit`, `compile`, the diagnostics); the IR, the passes, the code generator and the profiler are
-imported when first used (`tilecraft.TensorSupplyType` imports the profiler on first access).
+imported when first used (`tilecraft.TensorSupplyType` imports the profiler on first access,
+`tilecraft.pack`/`unpack`/`quantize_to`/`dequantize` tilecraft/lowbit.py).
 """
 
 __version__ = "0.1.0"
@@ -16,7 +17,9 @@ from tilecraft.diagnostics import PerformanceWarning, TilecraftError  # noqa: E4
 from tilecraft.jit import JITKernel, compile, jit  # noqa: E402
 
 __all__ = ["JITKernel", "PerformanceWarning", "TensorSupplyType", "TilecraftError", "compile",
-           "jit", "__version__"]
+           "dequantize", "jit", "pack", "quantize_to", "unpack", "__version__"]
+
+_LOWBIT = ("pack", "unpack", "quantize_to", "dequantize")  # tilecraft/lowbit.py
 
 
 def __getattr__(name: str) -> Any:
@@ -25,4 +28,8 @@ def __getattr__(name: str) -> Any:
         from tilecraft.profiler.supply import TensorSupplyType
 
         return TensorSupplyType
+    if name in _LOWBIT:  # low-precision tensors on the host (docs/dtypes.md "Host side")
+        from tilecraft import lowbit
+
+        return getattr(lowbit, name)
     raise AttributeError(f"module 'tilecraft' has no attribute {name!r}")

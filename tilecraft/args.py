@@ -6,12 +6,16 @@ vector_bytes)`, plus the dim-bound scalars and tensor maps it adds); the CPU int
 `runtime_params(func)`, the same list without the alignment that only vector accesses on the GPU
 need. So a call the GPU path refuses is refused by the interpreter too, with the same error
 (count TC301, shape TC302, dtype and scalar values TC303, dynamic dims TC305, contiguity TC306,
-a written tensor overlapping another argument TC317), at the same line. `written_params(func)`
-says which tensor parameters the kernel writes (a store, a tile op's destination or an atomic),
-for both backends' checkers:
+a written tensor overlapping another argument TC317, packed bytes TC318-TC320), at the same
+line. `written_params(func)` says which tensor parameters the kernel writes (a store, a tile
+op's destination or an atomic), for both backends' checkers:
 
     bind_arguments(func, [a, b, 3])     # -> {m: 1024}, the values of the dynamic dims
     arg_checker(func, outputs=["C"])    # the checker the jit's interpreter path calls
+
+A sub-byte or custom-float parameter takes its packed bytes (docs/dtypes.md "Host side"): the
+checker accepts them, and the interpreter gets them untouched (`to_numpy_view`: a numpy uint8 or
+int8 array of the caller's shape, sharing its memory).
 """
 
 from __future__ import annotations

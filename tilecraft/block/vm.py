@@ -33,6 +33,7 @@ import numpy as np
 
 from tilecraft.diagnostics import Span, TilecraftError, at_span
 from tilecraft.interp.machine import Machine
+from tilecraft.interp.packed import PackedArray, is_packed, wrap_argument
 from tilecraft.interp.values import np_type
 from tilecraft.ir import BufferStore, Stmt, Var
 from tilecraft.layout import Fragment, SharedLayout
@@ -192,28 +193,57 @@ def _first_difference(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
 
 
 def _bind(program: BlockProgram, args: list[Any]) -> tuple[dict, dict]:
+    """The VM's global arrays and scalars for `args`. A packed type's tensor (sub-byte ints,
+    custom floats) comes as its bytes (uint8/int8 of `packed_nbytes` bytes, any shape; float8 may
+    come so too) and is held as a `PackedArray` over them; its dims must be static or bound by
+    another argument."""
     if len(args) != len(program.params):
         raise TilecraftError("TC609", program.span, param="*", program=program.name,
                              detail=f"{len(args)} argument(s) for {len(program.params)} "
                              "parameter(s)")
-    buffers, scalars = {}, {}
+    buffers, scalars, later = {}, {}, []
+
+    def bad(p, detail: str) -> TilecraftError:
+        return TilecraftError("TC609", program.span, param=p.name, program=program.name,
+                              detail=detail)
+
     for p, a in zip(program.params, args):
         if isinstance(p, Var):
             scalars[p] = np.asarray(a, dtype=np_type(p.dtype))[()]
             continue
+        if _as_bytes(p.dtype, a):
+            later.append((p, a))
+            continue
         arr = a if isinstance(a, np.ndarray) else None
         if arr is None or arr.dtype != np_type(p.dtype) or arr.ndim != p.ndim:
             got = f"{arr.dtype}{list(arr.shape)}" if arr is not None else type(a).__name__
-            raise TilecraftError("TC609", program.span, param=p.name, program=program.name,
-                                 detail=f"expected a {p.dtype} array of rank {p.ndim}, got {got}")
+            want = "uint8 bytes (any shape)" if is_packed(p.dtype) else \
+                f"{p.dtype} array of rank {p.ndim}"
+            raise bad(p, f"expected a {want}, got {got}")
         for d, (want, n) in enumerate(zip(p.shape, arr.shape)):
             if isinstance(want, Var):
                 scalars[want] = np.int32(n)
             elif isinstance(want, int) and want != n:
-                raise TilecraftError("TC609", program.span, param=p.name, program=program.name,
-                                     detail=f"dimension {d} is {n}, expected {want}")
+                raise bad(p, f"dimension {d} is {n}, expected {want}")
         buffers[p.buffer] = arr
+    for p, a in later:  # bytes: the shape comes from the parameter
+        shape = [scalars.get(n, n) if isinstance(n, Var) else n for n in p.shape]
+        if not all(isinstance(n, (int, np.integer)) for n in shape):
+            raise bad(p, f"the dims {list(p.shape)} of the packed {p.dtype} tensor cannot be "
+                      "read from a byte count: make them static or bound by another argument")
+        try:
+            buffers[p.buffer] = wrap_argument(a, tuple(int(n) for n in shape), p.dtype)
+        except ValueError as err:
+            raise bad(p, str(err)) from None
     return buffers, scalars
+
+
+def _as_bytes(dtype, a: Any) -> bool:
+    """`a` is the bytes of a packed tensor of `dtype` (or of a float8 one)."""
+    if isinstance(a, PackedArray):
+        return True
+    return isinstance(a, np.ndarray) and a.dtype in (np.uint8, np.int8) and (
+        is_packed(dtype) or (dtype.is_float and dtype.bits == 8))
 
 
 def run(program: BlockProgram, args: list[Any], arena: bool = False) -> BlockVM:

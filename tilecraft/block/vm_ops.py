@@ -15,6 +15,7 @@ import numpy as np
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.interp.evaluate import compute_type
 from tilecraft.interp.ops import run_tile_op
+from tilecraft.interp.packed import PackedArray, codes_of, is_packed, values_of, view_bytes
 from tilecraft.interp.values import np_type, store_cast
 from tilecraft.ir import Buffer, Gemm, Reduce, Var
 
@@ -81,21 +82,21 @@ def _alloc_global(vm: BlockVM, s: bi.AllocateGlobal) -> None:
     buf = s.out.buffer
     if buf not in vm.buffers:  # one zeroed workspace per launch, shared by all blocks
         shape = tuple(int(vm.ev.scalar(d)) for d in buf.shape)
-        vm.buffers[buf] = np.zeros(shape, dtype=np_type(buf.dtype))
+        vm.buffers[buf] = PackedArray.zeros(shape, buf.dtype) if is_packed(buf.dtype) else \
+            np.zeros(shape, dtype=np_type(buf.dtype))
 
 
 @rule(bi.ViewGlobal)
 def _view_global(vm: BlockVM, s: bi.ViewGlobal) -> None:
+    """out aliases src's bytes (any two dtypes, packed ones included; equal total bits)."""
     src = vm.buffers[s.src.buffer]
     out = s.out.buffer
-    if not (s.src.dtype.is_standard and out.dtype.is_standard) or \
-            np_type(s.src.dtype).itemsize * 8 != s.src.dtype.bits or \
-            np_type(out.dtype).itemsize * 8 != out.dtype.bits:
-        raise TilecraftError("TC608", detail=f"view_global between {s.src.dtype} and {out.dtype}")
-    if not src.flags.c_contiguous:
-        raise TilecraftError("TC608", detail=f"view_global of the non-contiguous `{s.src.name}`")
     shape = tuple(int(vm.ev.scalar(d)) for d in out.shape)
-    vm.buffers[out] = src.reshape(-1).view(np_type(out.dtype)).reshape(shape)
+    try:
+        vm.buffers[out] = view_bytes(src, shape, out.dtype)
+    except ValueError as err:
+        raise TilecraftError("TC603", s.span, instr="view_global",
+                             detail=f"`{s.src.name}` as {out.dtype}{list(shape)}: {err}") from None
 
 
 # ---- tiles of global and shared tensors -----------------------------------------------------
@@ -213,7 +214,7 @@ def _print(vm: BlockVM, s: bi.Print) -> None:
         vm.check_pending(t, pos, "read")
         values = vm.shared(t)[pos]
     else:
-        values = vm.buffers[t.buffer]
+        values = np.asarray(vm.buffers[t.buffer])  # (a packed tensor's values)
     if s.label:  # a lowered T.print: the interpreter's lines (interp/ops/misc.py)
         msg = f"{s.msg}: " if s.msg else ""
         print(f"[tilecraft block {vm.block_index}] {msg}{s.label} =\n{values}")
@@ -270,14 +271,15 @@ def _cast(vm: BlockVM, s: Cast) -> None:
 @rule(View)
 def _view(vm: BlockVM, s: View) -> None:
     """Thread t's elements, in local order, form one bit string (element i in bits
-    [i*b, (i+1)*b), least significant first) that the new dtype/layout reads back."""
+    [i*b, (i+1)*b), least significant first) that the new dtype/layout reads back. Bits are
+    kept exactly (NaN payloads included)."""
     src, out = s.src.dtype, s.out.dtype
-    codes = np.asarray(src.encode(vm.register(s.src))).astype(np.uint64)
+    codes = codes_of(src, vm.register(s.src)).astype(np.uint64)
     threads = codes.shape[0]
     bits = (codes[..., None] >> np.arange(src.bits, dtype=np.uint64)) & np.uint64(1)
     bits = bits.reshape(threads, -1, out.bits)
     new = (bits << np.arange(out.bits, dtype=np.uint64)).sum(axis=-1, dtype=np.uint64)
-    vm.regs[s.out] = np.ascontiguousarray(out.decode(new.astype(out.code_dtype)))
+    vm.regs[s.out] = np.ascontiguousarray(values_of(out, new))
 
 
 @rule(Fill)

@@ -115,6 +115,14 @@ _ENTRIES = [
     Diagnostic("TC317", "arguments `{first}` and `{second}` overlap in memory, and the kernel "
                "writes `{param}`: tilecraft kernels take distinct tensors for the tensors they "
                "write", "pass a copy of one of them (`x.clone()`), or a separate output"),
+    Diagnostic("TC318", "argument `{param}` holds {got} bytes, but {dtype} of shape {shape} packs "
+               "into {expected} bytes", "{hint}"),
+    Diagnostic("TC319", "argument `{param}` has dtype {got}, but {dtype} tensors are passed as "
+               "their packed bytes (a contiguous torch.uint8 or torch.int8 tensor, any shape)",
+               "{hint}"),
+    Diagnostic("TC320", "dynamic dimension `{dim}` of `{param}` is set by no other argument: "
+               "{detail}", "{hint}"),
+    Diagnostic("TC321", "tilecraft.{func}: {detail}", "{hint}"),
     # interpreter (TC4xx)
     Diagnostic("TC401", "index out of bounds in `{buffer}`: {detail}", "buffer shape is {shape}"),
     Diagnostic("TC402", "device assertion failed: {detail}", ""),

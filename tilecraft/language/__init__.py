@@ -95,7 +95,7 @@ _EXPORTS: dict[str, list[str]] = {
     "tilus": ["add", "allocate_register", "amax", "amin", "sum", "allocate_shared", "copy_async",
               "copy_async_commit_group", "copy_async_wait_group", "div", "dot", "exit",
               "load_global", "load_shared", "mod", "mul", "neg", "store_global", "store_shared",
-              "sub", "synchronize"],
+              "sub", "synchronize", "view", "view_global"],
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -11,8 +11,10 @@ the paper's argument order.
         T.store_global(T.cast(acc, "float16"), C, offset=[bi * 64, bj * 8])
 
 Register tensors are values: `+ - * / %` and unary `-` on them (or `T.add/sub/mul/div/mod/neg`)
-make new register tensors with the operands' layout. `offset` gives the start in every dimension
-of the global or shared tensor; a tile of rank r covers its last r dimensions (or `dims`).
+make new register tensors with the operands' layout; `T.view` reinterprets a register tensor's
+bits (another dtype/layout, same bits per thread) and `T.view_global` a global tensor's bytes.
+`offset` gives the start in every dimension of the global or shared tensor; a tile of rank r
+covers its last r dimensions (or `dims`).
 A kernel written at this level runs on the block VM (CPU tensors) and through the block
 printer (CUDA tensors). Tile ops may stand beside these instructions: the two levels meet in
 memory (a T.alloc_shared buffer, global tensors) and in registers (a fragment allocated with
@@ -44,13 +46,15 @@ from tilecraft.block import (
     StoreShared,
     Synchronize,
     UnaryOp,
+    View,
+    ViewGlobal,
 )
 from tilecraft.block.compute import result_dtype
 from tilecraft.diagnostics import TilecraftError, current_span
 from tilecraft.dtypes import resolve
 from tilecraft.frontend.builder import in_kernel
 from tilecraft.ir import Buffer
-from tilecraft.layout import Fragment
+from tilecraft.layout import Fragment, LayoutError, check_view
 
 
 def _fresh(what: str) -> str:
@@ -196,6 +200,84 @@ def cast_register(x: RegisterTensor, dtype: Any) -> RegisterTensor:
     return out
 
 
+def view(x: RegisterTensor, dtype: Any = None, layout: Any = None) -> RegisterTensor:
+    """`x`'s registers reinterpreted, at no cost, as a tensor of `dtype` laid out by `layout`
+    (each defaults to x's). Thread t's elements, in local order, are one bit string (element i
+    in bits [i*b, (i+1)*b), least significant first) that the new tensor reads back, so both
+    must span the same threads with the same bits per thread (local elements x dtype bits):
+
+        w8 = T.load_global(W, layout=local(3).spatial(32), offset=[k, j, 0])   # 3 x u8
+        w6 = T.view(w8, dtype="int6", layout=local(1, 4).spatial(32))          # 4 x i6
+
+    Otherwise TC604 at this line, giving both counts."""
+    x = as_register(x, "view")
+    if not isinstance(x, RegisterTensor):
+        raise TilecraftError("TC603", current_span(), instr="view",
+                             detail=f"expected a register tensor, got {x!r}")
+    dt = x.dtype if dtype is None else resolve(dtype)
+    layout = x.layout if layout is None else layout
+    if not isinstance(layout, Fragment):
+        raise TilecraftError("TC603", current_span(), instr="view",
+                             detail=f"`layout` must be a register layout, got {layout!r}")
+    try:
+        check_view(x.layout, x.dtype.bits, layout, dt.bits)
+    except LayoutError as err:
+        raise TilecraftError("TC604", current_span(), tensor=x.name,
+                             target=f"{dt} ({layout!r})", detail=str(err)) from None
+    out = _register(dt, layout, "view")
+    in_kernel("T.view").emit(View.create(x, out, span=current_span()))
+    return out
+
+
+def view_global(tensor: Any, dtype: Any = None, shape: Any = None, layout: Any = None
+                ) -> GlobalTensor:
+    """The bytes of global tensor `tensor` as a tensor of `dtype` and `shape` (each defaults to
+    the tensor's; with a new dtype of another width, the last dimension scales), row-major
+    (`layout`, when given, must be `row_major(*shape)`). Both hold the same number of bits,
+    else TC603 at this line giving both counts; writes through one show in the other:
+
+        W6 = T.view_global(W8, dtype="int6", shape=[K, N])   # W8: uint8[K * N * 6 // 8]
+    """
+    src = _global(tensor, "view_global")
+    dt = src.dtype if dtype is None else resolve(dtype)
+    if shape is None:
+        shape = _scaled_shape(src, dt)
+    shape = tuple(shape)
+    if layout is not None and layout != _row_major_of(shape):
+        raise TilecraftError("TC603", current_span(), instr="view_global",
+                             detail=f"global tensors are row-major; `layout` {layout!r} is not "
+                             f"row_major{shape}")
+    out = GlobalTensor.create(_fresh("g"), dt, shape, span=current_span())
+    have, want = src.buffer.numel(), out.buffer.numel()
+    if have is not None and want is not None and have * src.dtype.bits != want * dt.bits:
+        raise TilecraftError("TC603", current_span(), instr="view_global",
+                             detail=f"`{src.name}` holds {have} x {src.dtype.bits} bits = "
+                             f"{have * src.dtype.bits} bits, {dt}{list(shape)} "
+                             f"{want} x {dt.bits} bits = {want * dt.bits} bits (the total "
+                             "bits must be equal)")
+    in_kernel("T.view_global").emit(ViewGlobal.create(src, out, span=current_span()))
+    return out
+
+
+def _scaled_shape(src: GlobalTensor, dt: Any) -> tuple:
+    shape = tuple(src.shape)
+    if dt.bits == src.dtype.bits:
+        return shape
+    last = shape[-1] if shape else None
+    if isinstance(last, int) and last * src.dtype.bits % dt.bits == 0:
+        return shape[:-1] + (last * src.dtype.bits // dt.bits,)
+    raise TilecraftError("TC603", current_span(), instr="view_global",
+                         detail=f"the last dimension of `{src.name}` ({last} x "
+                         f"{src.dtype.bits} bits) is not a whole number of {dt} elements: "
+                         "give `shape=`")
+
+
+def _row_major_of(shape: tuple) -> Any:
+    from tilecraft.layout import row_major
+
+    return row_major(*shape) if all(isinstance(n, int) for n in shape) else None
+
+
 def dot(a: RegisterTensor, b: RegisterTensor, c: RegisterTensor,
         out: RegisterTensor | None = None) -> RegisterTensor:
     """`a @ b + c` into `out` (a new tensor with c's layout when None)."""
@@ -319,4 +401,6 @@ __all__ = [
     "sub",
     "sum",
     "synchronize",
+    "view",
+    "view_global",
 ]

@@ -16,14 +16,23 @@ argument lands in which slot.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .params import Param, ScalarParam, TensorMapParam, TensorParam, storage_dtype
+from .params import (Param, ScalarParam, TensorMapParam, TensorParam, storage_dtype,
+                     takes_bytes, torch_dtype)
 
 if TYPE_CHECKING:
     from .args import ArgChecker
+
+
+@functools.cache
+def byte_dtypes() -> tuple[Any, ...]:
+    """The torch dtypes of a tensor passed as its bytes (a packed or an fp8 parameter)."""
+    return torch_dtype("uint8"), torch_dtype("int8")
 
 
 class ScalarSlot(NamedTuple):
@@ -35,12 +44,20 @@ class ScalarSlot(NamedTuple):
 
 
 class OutputSlot(NamedTuple):
-    """A tensor parameter the checker allocates (out_idx); `dtype` is a torch dtype, or a name
-    where torch has none (the checker refuses those)."""
+    """A tensor parameter the checker allocates (out_idx), of torch dtype `dtype`; a packed one
+    (`packed`: a sub-byte or custom-float parameter) is allocated as 1-D uint8 bytes of its
+    packed size (`TensorParam.nbytes`)."""
 
     slot: int
     param: TensorParam
     dtype: Any
+    packed: bool = False
+
+    def size(self, dims: Mapping[str, int]) -> tuple[int, ...]:
+        """The allocated shape for the bound `dims` (KeyError for a dim `dims` lacks)."""
+        if self.packed:
+            return (self.param.nbytes(dims),)
+        return tuple(d if type(d) is int else dims[d] for d in self.param.shape)
 
 
 class MapSlot(NamedTuple):
@@ -55,14 +72,17 @@ class MapSlot(NamedTuple):
 class TensorCheck:
     """The planned checks of one caller-passed tensor parameter."""
 
-    __slots__ = ("align", "arg", "binds", "dtype", "fixed", "param", "rank", "shape", "slot",
-                 "strides")
+    __slots__ = ("align", "arg", "binds", "bytes_ok", "dtype", "fixed", "packed", "param",
+                 "rank", "shape", "slot", "strides")
 
     def __init__(self, param: TensorParam, arg: int, slot: int):
         self.arg = arg  # position among the caller's arguments
         self.slot = slot  # position in the kernel's parameter list
         self.param = param
-        self.dtype = storage_dtype(param.dtype)  # a torch dtype (a name where torch has none)
+        self.dtype = storage_dtype(param.dtype)  # a torch dtype
+        self.packed = param.packed  # passed as its bytes only (sub-byte, custom floats)
+        # the dtypes it may be passed in as its bytes (packed and fp8 parameters; else none)
+        self.bytes_ok = byte_dtypes() if takes_bytes(param.dtype) else ()
         self.align = param.align if param.align > 1 else 0
         static = all(isinstance(d, int) for d in param.shape)
         self.shape = tuple(param.shape) if static else None  # compared in one go when static
@@ -81,9 +101,17 @@ class TensorCheck:
         """Whether the parameter must be contiguous (then `is_contiguous()` is its stride check)."""
         return self.strides is None
 
-    def check(self, x: Any, dims: dict[str, int], checker: ArgChecker) -> None:
+    def check(self, x: Any, dims: dict[str, int], checker: ArgChecker) -> int | None:
         """Dtype, shape (binding dynamic dims into `dims`) and strides of `x`; raises the
-        checker's error for the first that is wrong."""
+        checker's error for the first that is wrong. For `x` passed as bytes (a packed or fp8
+        parameter), returns its byte count, which the checker compares with
+        `param.nbytes(dims)` once every tensor has bound its dims; else None."""
+        if self.bytes_ok and x.dtype in self.bytes_ok:
+            if not x.is_contiguous():
+                raise checker.error("TC306", self.param.name)
+            return math.prod(x.shape)
+        if self.packed:
+            raise checker.packed_dtype_error(self.param, x.dtype)
         if x.dtype != self.dtype:
             raise checker.error(
                 "TC303",
@@ -118,6 +146,7 @@ class TensorCheck:
                     raise checker.error("TC306", self.param.name)
             elif dims.setdefault(want, got) != got:
                 raise checker.dim_error(want, dims[want], got, self.param.name)
+        return None
 
 
 @dataclass(frozen=True)
@@ -164,7 +193,7 @@ class CallPlan:
             tensors=tensors,
             scalars=tuple(ScalarSlot(s, p, position.get(p.name)) for s, p in slots
                           if isinstance(p, ScalarParam)),
-            outputs=tuple(OutputSlot(s, p, storage_dtype(p.dtype)) for s, p in slots
+            outputs=tuple(OutputSlot(s, p, storage_dtype(p.dtype), p.packed) for s, p in slots
                           if p.name in out),
             maps=tuple(_map_plan(s, p, params) for s, p in slots
                        if isinstance(p, TensorMapParam)),

@@ -9,8 +9,10 @@ A scalar parameter's kind is its C type (params.SCALAR_KINDS). The checker takes
                       bfloat16 travel as their bits, rounded as a numpy cast rounds
 
 `scalar_value(kind, x)` returns the value for the parameter block, or raises `BadScalar` with
-what to print. The CPU interpreter also takes numpy arrays (bf16/fp8/sub-byte through ml_dtypes):
-`HostArray` gives one the few attributes the checker reads from a torch tensor.
+what to print. The CPU interpreter also takes numpy arrays (bf16/fp8 through ml_dtypes; sub-byte
+and custom-float tensors as uint8/int8 arrays of their packed bytes, never as ml_dtypes arrays of
+one element per value): `HostArray` gives one the few attributes the checker reads from a torch
+tensor.
 """
 
 from __future__ import annotations

@@ -14,6 +14,12 @@ device). Everything but the device check works on CPU tensors, so mistakes are r
 same way on a machine without a GPU. With `require_cuda=False` numpy arrays are taken too (the
 interpreter runs on them).
 
+A tensor of a packed dtype (sub-byte ints, custom floats; params.packed_dtype) is passed as its
+bytes: a contiguous uint8 or int8 tensor (or numpy array) of any shape holding exactly
+`TensorParam.nbytes(dims)` bytes (TC319 for another dtype, TC318 for another byte count); fp8
+tensors may be passed so too. Byte counts are compared after every tensor has bound its dims,
+since a packed tensor's dims come from the others (TC320 where none has one).
+
 The jit layer also hands the checker the tensors it allocates (`outputs`: `out_idx`, sized from
 the bound dims), the tensor parameters the kernel writes (`writes`, from the IR; None for
 hand-written CUDA, whose aliasing is its author's to decide: no overlap check) and the user's
@@ -27,6 +33,7 @@ definition. The fast path (fast_call.py) reads `plan`, `empty` and `output_devic
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -78,11 +85,6 @@ class ArgChecker:
         self.empty = torch.empty
         self._tensor_type = torch.Tensor
         self._devices: dict[int, Any] = {}
-        for o in plan.outputs:
-            if isinstance(o.dtype, str):
-                raise self.error("TC108", o.param.name, detail=f"cannot allocate output "
-                                 f"`{o.param.name}` of dtype {o.dtype}: torch has no such dtype",
-                                 hint="pass the output in instead of naming it in out_idx")
         self.outputs = tuple(o.param.name for o in plan.outputs)
         #: the tensor parameters the kernel writes, in parameter order
         self.writes = plan.writes
@@ -105,6 +107,7 @@ class ArgChecker:
         mixed = False
         tensor_type = self._tensor_type
         plan = self.plan
+        passed_bytes = []  # (check, byte count) of the tensors passed as their bytes
         for t in plan.tensors:
             x = args[t.arg]
             if not isinstance(x, tensor_type):
@@ -117,7 +120,9 @@ class ArgChecker:
                         torch_dtype=f"torch.{t.param.dtype}",
                     )
                 x = HostArray(x)
-            t.check(x, dims, self)
+            nbytes = t.check(x, dims, self)
+            if nbytes is not None:
+                passed_bytes.append((t, nbytes))
             values[t.slot] = ptr = x.data_ptr()
             if t.align and ptr % t.align:
                 raise self.error("TC308", t.param.name, align=t.align, rem=ptr % t.align)
@@ -126,6 +131,8 @@ class ArgChecker:
                 device = d
             elif d != device:
                 mixed = True
+        for t, nbytes in passed_bytes:  # now that every tensor has bound its dims
+            self._check_byte_count(t.param, nbytes, dims)
         if plan.pairs:
             self._check_overlap(args, values)
         for slot, p, arg in plan.scalars:
@@ -145,6 +152,41 @@ class ArgChecker:
         if plan.maps and device is not None:
             self._encode_maps(values, dims)
         return BoundArgs(tuple(values), dims, device, outputs)
+
+    def _check_byte_count(self, p: TensorParam, nbytes: int, dims: dict[str, int]) -> None:
+        """TC320 where a dim of `p` (passed as bytes) is bound by no tensor; TC318 where the
+        bytes are not exactly `p.nbytes(dims)`."""
+        for d in p.shape:
+            if type(d) is not int and d not in dims:
+                raise self.error(
+                    "TC320", p.name, dim=d,
+                    detail=f"`{p.name}` is passed as {p.dtype} bytes, whose count does not say "
+                    "its shape", hint=f"give `{d}` a value through another tensor argument that "
+                    f"has it in its shape, or make it static")
+        expected = p.nbytes(dims)
+        if nbytes != expected:
+            shape = _fmt_shape(tuple(d if type(d) is int else dims[d] for d in p.shape))
+            count = math.prod(d if type(d) is int else dims[d] for d in p.shape)
+            hint = ("one byte per element is not packed storage: pack the codes with "
+                    f"`tilecraft.pack(codes, \"{p.dtype}\")`" if nbytes == count and p.packed
+                    else f"pass exactly {expected} bytes (`tilecraft.pack(codes, "
+                    f"\"{p.dtype}\")` makes them from the codes)")
+            raise self.error("TC318", p.name, got=nbytes, dtype=p.dtype, shape=shape,
+                             expected=expected, hint=hint)
+
+    def packed_dtype_error(self, p: TensorParam, got: object) -> LaunchArgumentError:
+        """TC319: a packed parameter `p` passed a tensor of dtype `got` (not bytes)."""
+        got = str(got).replace("torch.", "")
+        try:
+            from tilecraft.dtypes import resolve
+
+            is_float = resolve(got).is_float
+        except (ValueError, TypeError):
+            is_float = False
+        make = (f"tilecraft.pack(tilecraft.quantize_to(x, \"{p.dtype}\"), \"{p.dtype}\")"
+                if is_float else f"tilecraft.pack(codes, \"{p.dtype}\")")
+        return self.error("TC319", p.name, got=got, dtype=p.dtype,
+                          hint=f"make the bytes with `{make}`")
 
     def _check_overlap(self, args: Sequence[object], values: list[Any]) -> None:
         """TC317 for the first pair of tensors, one of them written, whose bytes intersect on
@@ -187,22 +229,19 @@ class ArgChecker:
     ) -> tuple[Any, ...]:
         where = self.output_device(device, args)
         outputs = []
-        for slot, p, dtype in self.plan.outputs:
-            shape = []
+        for o in self.plan.outputs:
+            p = o.param
             for d in p.shape:
-                if type(d) is not int:
-                    if d not in dims:
-                        raise self.error(
-                            "TC108",
-                            p.name,
-                            detail=f"cannot size output `{p.name}`: "
-                            f"dimension `{d}` is not set by any input",
-                            hint="give the output a static shape or pass it in",
-                        )
-                    d = dims[d]
-                shape.append(d)
-            out = self.empty(shape, dtype=dtype, device=where)
-            values[slot] = out.data_ptr()
+                if type(d) is not int and d not in dims:
+                    raise self.error(
+                        "TC108",
+                        p.name,
+                        detail=f"cannot size output `{p.name}`: "
+                        f"dimension `{d}` is not set by any input",
+                        hint="give the output a static shape or pass it in",
+                    )
+            out = self.empty(o.size(dims), dtype=o.dtype, device=where)
+            values[o.slot] = out.data_ptr()
             outputs.append(out)
         return tuple(outputs)
 

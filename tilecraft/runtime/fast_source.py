@@ -118,8 +118,8 @@ def call_source(plan: CallPlan, direct: DirectLaunch, block: tuple[int, int, int
         shape = out.param.shape
         if not shape:
             size = "()"
-        elif all(isinstance(d, int) for d in shape):
-            size = ", ".join(str(d) for d in shape)  # sizes one by one parse a third faster
+        elif all(isinstance(d, int) for d in shape):  # sizes one by one parse a third faster
+            size = ", ".join(str(d) for d in out.size({}))  # packed: its bytes, 1-D
         else:
             size = f"*entry.shapes[{k}]"
         lines += [f"    {o} = empty({size}, dtype=dt{k}, device=where)",

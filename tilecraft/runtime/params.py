@@ -6,6 +6,11 @@ dimensions (`"m"`); the runtime binds each name from the first tensor that uses 
 other use agrees. A `ScalarParam` with `dim="m"` is filled with that bound value (the caller does
 not pass it); a `ScalarParam` without `dim` is passed by the caller.
 
+A tensor of a packed dtype (`packed_dtype`: sub-byte ints, custom floats) is passed as its
+bytes: a contiguous uint8 or int8 tensor of any shape holding exactly `TensorParam.nbytes(dims)`
+bytes (docs/dtypes.md "Host side"); fp8 tensors may be passed so too. Its dynamic dims are bound
+by the other tensors, never from the byte count.
+
 `LaunchSpec` gives grid, block, dynamic shared memory and cluster dims. A grid entry is an int or a
 callable taking the bound dims (a `dict[str, int]`) and returning an int, e.g.
 `lambda d: (d["m"] + 127) // 128`.
@@ -56,10 +61,8 @@ SCALAR_KINDS: tuple[str, ...] = (
 
 
 def torch_dtype(name: str):  # -> torch.dtype
-    """The torch dtype of a storage dtype name ("float16", "float8_e4m3", ...).
-
-    Sub-byte tensors are stored packed: the code generator declares them as "uint8" (or "int8")
-    storage with the packed shape.
+    """The torch dtype of a storage dtype name ("float16", "float8_e4m3", ...); packed types
+    (sub-byte, custom floats) have none: their tensors are torch.uint8 bytes (`storage_dtype`).
     """
     import torch
 
@@ -72,17 +75,56 @@ def torch_dtype(name: str):  # -> torch.dtype
 
 
 def storage_dtype(name: str) -> object:
-    """What a tensor of dtype `name` has as its `.dtype` when it is right: the torch dtype, or,
-    for a type torch lacks (sub-byte and custom floats, which only the interpreter takes, as
-    numpy/ml_dtypes arrays), tilecraft's canonical name of it."""
+    """What a tensor of dtype `name` has as its `.dtype` when it is right: the torch dtype, or
+    torch.uint8 for a packed type (`packed_dtype`), whose tensors travel as their bytes."""
     if name in _TORCH_NAMES:
         return torch_dtype(name)
     from tilecraft.dtypes import resolve
 
     try:
-        return resolve(name).name
+        dt = resolve(name)
     except ValueError:
         raise ValueError(f"unknown tensor dtype {name!r}") from None
+    if packed_dtype(name) is not None:
+        return torch_dtype("uint8")
+    return torch_dtype(dt.name)
+
+
+def packed_dtype(name: str):  # -> tilecraft.dtypes.DataType | None
+    """The type of a tensor dtype stored packed (docs/dtypes.md "Storage"): a sub-byte type or
+    a custom float torch lacks (`float8_e3m4`); None for every type torch has (and unknown
+    names). A tensor of a packed type and logical shape S is `packed_nbytes(prod(S), dt)` bytes,
+    element i in bits [i*b, (i+1)*b), least significant bit first."""
+    if name in _TORCH_NAMES:
+        return None
+    from tilecraft.dtypes import resolve
+
+    try:
+        dt = resolve(name)
+    except ValueError:
+        return None
+    return dt if dt.torch_dtype is None and not dt.is_bool else None
+
+
+def takes_bytes(name: str) -> bool:
+    """Whether a tensor of dtype `name` may be passed as its bytes (a contiguous uint8 or int8
+    tensor of any shape holding exactly `nbytes` bytes): packed types (only so) and the fp8
+    types (also as torch float8 tensors of the logical shape)."""
+    if packed_dtype(name) is not None:
+        return True
+    from tilecraft.dtypes import resolve
+
+    try:
+        return resolve(name).name in ("float8_e4m3", "float8_e5m2")
+    except ValueError:
+        return False
+
+
+def dtype_bits(name: str) -> int:
+    """The width in bits of tensor dtype `name`."""
+    from tilecraft.dtypes import resolve
+
+    return resolve(name).bits
 
 
 @dataclass(frozen=True)
@@ -103,12 +145,28 @@ class TensorParam:
 
     def __post_init__(self) -> None:
         storage_dtype(self.dtype)
+        if self.strides is not None and self.packed:
+            raise ValueError(f"param {self.name}: a {self.dtype} tensor is packed bytes, which "
+                             "are contiguous (strides must be None)")
         if self.strides is not None and len(self.strides) != len(self.shape):
             raise ValueError(
                 f"param {self.name}: {len(self.strides)} strides for rank {len(self.shape)}"
             )
         if type(self.align) is not int or self.align < 0 or self.align & (self.align - 1):
             raise ValueError(f"param {self.name}: align must be 0 or a power of two")
+
+    @property
+    def packed(self) -> bool:
+        """Whether the tensor is stored packed (`packed_dtype`): passed as its bytes only."""
+        return packed_dtype(self.dtype) is not None
+
+    def nbytes(self, dims: Mapping[str, int]) -> int:
+        """The bytes of the tensor, compactly stored, for the bound dynamic `dims` (KeyError for
+        a dim `dims` lacks): `ceil(prod(shape) * bits / 8)`."""
+        count = 1
+        for d in self.shape:
+            count *= d if isinstance(d, int) else dims[d]
+        return (count * dtype_bits(self.dtype) + 7) // 8
 
     @property
     def dynamic_dims(self) -> tuple[str, ...]:
