@@ -205,3 +205,31 @@ def test_named_dims_specialize_on_the_gpu():
         c = torch.full((m, n), float("nan"), device="cuda")
         matmul(a, b, c)
         torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+
+
+@tilecraft.jit(target="interp")
+def dequantize_rows(W: T.Tensor(("K", "N"), "uint4"),  # noqa: N803
+                    Y: T.Tensor(("K", "N"), "float32")):  # noqa: N803
+    with T.Kernel(1, threads=32) as bx:
+        f = T.alloc_fragment((K, N), "float32")  # noqa: F821 (K, N: the call's)
+        T.copy(W[0, 0], f)
+        T.copy(f, Y[0, 0])
+
+
+def test_a_packed_tensor_takes_its_named_dims_from_the_other_tensors():
+    codes = torch.randint(0, 16, (8, 16), dtype=torch.int32)
+    y = torch.zeros(8, 16)
+    dequantize_rows(tilecraft.pack(codes, "uint4"), y)  # 64 bytes, 1-D: no shape of its own
+    assert torch.equal(y, codes.float())
+
+
+def test_a_packed_tensor_whose_dims_no_other_tensor_names_is_refused_at_the_parameter():
+    @tilecraft.jit(target="interp")
+    def only_packed(W: T.Tensor(("K",), "uint4"), Y: T.Tensor((8,), "float32")):  # noqa: N803
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                Y[i] = W[i]
+
+    with pytest.raises(TilecraftError) as err:
+        only_packed(tilecraft.pack(torch.arange(8), "uint4"), torch.zeros(8))
+    assert err.value.code == "TC316" and "packed bytes" in str(err.value)

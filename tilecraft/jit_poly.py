@@ -135,13 +135,20 @@ class JITPolymorphic(JITFactory):
         a T.Tensor with named dims, None otherwise. Checks the named dims agree."""
         from tilecraft.args import arg_dtype, is_torch
 
+        from tilecraft.runtime.params import packed_dtype
+
         anns = self._annotation_map()
         key: list[Any] = []
         names: dict[str, tuple[int, str]] = {}
+        packed: dict[int, tuple[str, Any]] = {}  # key index -> (name, annotation)
         for (name, ann), arg in zip(anns.items(), args):
             bare, spec = _is_bare_tensor(ann), _is_spec(ann)
             named = spec and any(isinstance(d, str) for d in ann.shape)
             if not (bare or named):
+                key.append(None)
+                continue
+            if named and packed_dtype(_dtype_name(ann.dtype)) is not None:
+                packed[len(key)] = (name, ann)  # its bytes have no shape: bound by the others
                 key.append(None)
                 continue
             if not (is_torch(arg) or type(arg).__module__ == "numpy" and hasattr(arg, "shape")):
@@ -171,6 +178,14 @@ class JITPolymorphic(JITFactory):
                 names.setdefault(d, (n, name))
                 sizes.append(n)
             key.append(("named", tuple(sizes)))
+        for k, (name, ann) in packed.items():
+            free = [d for d in ann.shape if isinstance(d, str) and d not in names]
+            if free:
+                self._refuse(name, f"`{name}` has dtype {_dtype_name(ann.dtype)}, whose tensors "
+                             f"travel as packed bytes without a shape, and no other tensor "
+                             f"names its dimension(s) {', '.join(free)}",
+                             "name those dimensions in another tensor parameter too")
+            key[k] = ("named", tuple(names[d][0] for d in ann.shape if isinstance(d, str)))
         self._check_python_values(names)
         return tuple(key)
 
@@ -239,3 +254,7 @@ def _param_span(fn: types.FunctionType, param: str) -> Span | None:
         if arg.arg == param:
             return src.span(arg)
     return None
+
+
+def _dtype_name(dtype: Any) -> str:
+    return getattr(dtype, "name", None) or str(dtype)
