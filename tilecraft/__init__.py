@@ -32,4 +32,8 @@ def __getattr__(name: str) -> Any:
         from tilecraft import lowbit
 
         return getattr(lowbit, name)
+    if name == "quant":  # weight pre-transform (tilecraft/quant), loaded on first use
+        import importlib
+
+        return importlib.import_module("tilecraft.quant")
     raise AttributeError(f"module 'tilecraft' has no attribute {name!r}")

@@ -23,6 +23,21 @@ CONFIGS = [
     ("flash_mla", "flash_mla", "flash_mla", (2, 16, 1, 200, 64, 16),
      {"block_N": 32, "block_H": 16, "threads": 128}),
 ]
+# Tilus-level low-precision examples (Figure 2 for every weight type, the Figure 9 transform and
+# its inverse): compiled by test_compile_examples.py; not in CONFIGS, whose other users run the
+# Tile IR interpreter, which does not run Tilus-level kernels (the block VM does)
+LOWBIT_TYPES = ["int6", "uint1", "uint2", "uint3", "uint4", "uint8", "int4", "int8",
+                "float8_e4m3", "float6_e3m2", "float4_e2m1", "float3_e1m1"]
+LOWBIT_CONFIGS = [
+    *[(f"tilus_lowbit_matmul_{t}", "tilus_lowbit_matmul", "matmul", (64, 64, 64, t), {})
+      for t in LOWBIT_TYPES],
+    ("tilus_lowbit_matmul_int6_scaled", "tilus_lowbit_matmul", "matmul", (64, 64, 64, "int6"),
+     {"scale": True}),
+    ("tilus_weight_transform_int6", "tilus_weight_transform", "transform_b", (64, 64, "int6"), {}),
+    ("tilus_weight_transform_uint3", "tilus_weight_transform", "transform_b", (64, 64, "uint3"),
+     {}),
+    ("tilus_weight_restore_int6", "tilecraft.quant.kernels", "restore_b", (64, 64, "int6"), {}),
+]
 
 
 def load(module: str):

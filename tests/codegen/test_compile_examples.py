@@ -7,7 +7,7 @@ import pytest
 from tilecraft.codegen.cuda.build import generate_cuda
 from tilecraft.diagnostics import TilecraftError
 
-from example_configs import CONFIGS, make
+from example_configs import CONFIGS, LOWBIT_CONFIGS, make
 
 nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -17,7 +17,8 @@ NOT_YET: set[str] = set()
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
-@pytest.mark.parametrize("cfg", CONFIGS, ids=[c[0] for c in CONFIGS])
+@pytest.mark.parametrize("cfg", CONFIGS + LOWBIT_CONFIGS,
+                         ids=[c[0] for c in CONFIGS + LOWBIT_CONFIGS])
 def test_example_compiles_without_spills(cfg, arch):
     from tilecraft.runtime import compile_cuda
 

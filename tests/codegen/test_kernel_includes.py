@@ -75,7 +75,8 @@ def test_each_optional_header_is_included_when_a_name_it_defines_is_used():
              "atomic": "tc::atomic_add(p, x);", "scan": "tc::warp_inclusive_scan(x);",
              "debug": "tc::dbg(x);", "sync": "tc::fence_proxy_async_shared();",
              "wgmma": "tc::wgmma_fence();", "tma": "tc::mbarrier_wait(b, 0);",
-             "fp8": "__nv_fp8_e5m2 x;"}
+             "fp8": "__nv_fp8_e5m2 x;", "lowbit": "tc::bits_get<4>(w, 0);",
+             "fast_cast": "tc::fast_cast_int<4, false, false, 8>(w, h);"}
     assert set(names) == set(USED_WHEN)
     for header, code in names.items():
         assert f'"tilecraft/{header}.cuh"' in include_lines(code), header

@@ -3,6 +3,7 @@ runs them on a lowered kernel; the printer on a program written at the Tilus lev
 
     plan_arena           where each shared tensor lives (smem_plan.py)
     insert_barriers      the barriers the GPU needs, the arena's sharing included (barriers.py)
+    hoist_casts          casts of register elements in parallel loops as block casts
     select_instructions  a typed plan per instruction a hardware instruction computes (select.py)
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .barriers import insert_barriers
+from .hoist_casts import hoist_casts
 from .program import BlockProgram
 from .select import select_instructions
 from .smem_plan import SharedPlan, plan_shared
@@ -30,5 +32,5 @@ def prepare(program: BlockProgram, target) -> Prepared:
 
     program.verify()
     arena = plan_shared(program.body, reduction_scratch(program.num_threads))
-    program = insert_barriers(program, arena)
+    program = hoist_casts(insert_barriers(program, arena), target)  # (fast casts)
     return Prepared(program, arena, select_instructions(program, target))

@@ -95,6 +95,7 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
     from .dot_shared import DotShared
     from .ldst_matrix import MatrixSelector
     from .mbarrier import CopyAsyncBulk
+    from .select_cast import Cast, select_cast
     from .select_tma import select_tma
     from .select_wgmma import select_dot_shared
 
@@ -110,6 +111,8 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
             plan = select_copy_async(s)
         elif isinstance(s, CopyAsyncBulk):
             plan = select_tma(s.dst, s.src, s.dims)
+        elif isinstance(s, Cast):
+            plan = select_cast(s, target)  # fast register casts (select_cast.py)
         elif isinstance(s, (LoadGlobal, StoreGlobal, LoadShared, StoreShared)):
             plan = matrix.select(s) or select_vector(s)
         if plan is not None:

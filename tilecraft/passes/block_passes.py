@@ -5,12 +5,14 @@ at the Tilus level): each runs only when lowering built a program.
 - insert_barriers (`barriers`): state.block_program with the barriers the GPU needs
   (block/barriers.py), the arena's sharing included;
 - select_instructions (`prepared`): state.prepared, the program with its arena and a typed plan
-  per instruction for the target (block/select.py), what codegen/block_cuda prints.
+  per instruction for the target (block/select.py), what codegen/block_cuda prints; first the
+  casts of register elements in parallel loops become block casts (block/hoist_casts.py).
 """
 
 from __future__ import annotations
 
 from tilecraft.block import barriers, select, smem_plan
+from tilecraft.block.hoist_casts import hoist_casts
 from tilecraft.block.prepare import Prepared
 
 from .context import KernelState
@@ -32,5 +34,6 @@ def insert_barriers(state: KernelState) -> None:
 
 def select_instructions(state: KernelState) -> None:
     if state.block_program is not None:
+        state.block_program = hoist_casts(state.block_program, state.target)  # (fast casts)
         plans = select.select_instructions(state.block_program, state.target)
         state.prepared = Prepared(state.block_program, state.arena, plans)

@@ -2,7 +2,8 @@
 
 Requires: a parsed PrimFunc.  Guarantees (`legal`): exactly one `T.Kernel` launch (found and
 stored in `state.kernel`), a block of 32..1024 threads in whole warps, every buffer of a dtype
-with a CUDA type, every gemm of a shape and dtype the mma.sync path implements, no T.Parallel
+with a CUDA type (sub-byte ints and custom floats included: packed, docs/dtypes.md "On the
+GPU"), every gemm of a shape and dtype the mma.sync path implements, no T.Parallel
 indexing a fragment past its size (TC401, as on the interpreter). Violations are
 TilecraftErrors at the user's line (TC502 for what is valid tile code the backend cannot do yet).
 
@@ -31,15 +32,11 @@ def _kernels(s):
 
 
 def _check_dtype(buf: Buffer) -> None:
-    try:
-        buf.dtype.cuda_type
-    except Exception:  # noqa: BLE001 - any failure means no CUDA storage type
-        ok = False
-    else:
-        ok = buf.dtype.is_standard
-    if not ok:
+    from tilecraft.codegen.cuda.cexpr import CTYPES, is_packed
+
+    if buf.dtype.name not in CTYPES and not is_packed(buf.dtype):
         raise TilecraftError("TC502", span=buf.span, detail=f"buffer `{buf.name}` of dtype "
-                             f"{buf.dtype}", hint="sub-byte and custom types compile later")
+                             f"{buf.dtype}", hint="use a type of tilecraft.dtypes")
 
 
 def _check_gemm(op: Gemm) -> None:

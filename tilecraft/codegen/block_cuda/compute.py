@@ -1,6 +1,11 @@
 """Computation of block programs as CUDA: element-wise ops with broadcasting, casts, fills,
 dot (mma.sync when selected: mma.py; else staged through shared memory) and reductions. A mixin of
-`BlockPrinter` (printer.py)."""
+`BlockPrinter` (printer.py).
+
+Packed register tensors (subbyte.py) are read and written element by element through their bit
+fields (`reg_get` / `reg_set`); a `cast` first asks `fast_cast` (a planned in-register
+conversion, codegen/block_cuda/cast.py), else converts element by element with `tc::cast`
+(lowbit.cuh's codecs for packed types). `view` copies the thread's bits."""
 
 from __future__ import annotations
 
@@ -26,12 +31,12 @@ class ComputePrinter(MmaPrinter):
         for o in operands:
             if isinstance(o, RegisterTensor):
                 v = Var.create(f"e{len(args)}", o.dtype)
-                self.elem[v] = f"{self.tensor(o)}[{self.broadcast_slot(s, o, out)}]"
+                self.elem[v] = self.reg_get(o, self.broadcast_slot(s, o, out))
                 args.append(v)
             else:
                 args.append(o)
         self.per_register(out)
-        self.w(f"{self.tensor(out)}[li] = {self.p(elementwise_expr(op, tuple(args)))};")
+        self.w(self.reg_set(out, "li", self.p(elementwise_expr(op, tuple(args)))))
         self.close()
 
     def broadcast_slot(self, s, o: RegisterTensor, out: RegisterTensor) -> str:
@@ -55,21 +60,31 @@ class ComputePrinter(MmaPrinter):
     def _UnaryOp(self, s: UnaryOp) -> None:
         self.elementwise(s.op, (s.src,), s.out)
 
+    def fast_cast(self, s: Cast) -> bool:
+        """Print `s` as a planned in-register conversion; False here (no plan: element-wise).
+        The fast-cast mixin (cast.py), before this one in BlockPrinter, overrides it."""
+        return False
+
     def _Cast(self, s: Cast) -> None:
+        if self.fast_cast(s):
+            return
         self.per_register(s.out)
-        src = self.tensor(s.src)
-        self.w(f"{self.tensor(s.out)}[li] = tc::cast<{ctype(s.out.dtype)}>({src}[li]);")
+        value = f"tc::cast<{ctype(s.out.dtype)}>({self.reg_get(s.src, 'li')})"
+        self.w(self.reg_set(s.out, "li", value))
         self.close()
 
     def _View(self, s) -> None:
         """Each thread's bits, relabelled: a byte copy between its register arrays (the verifier
-        checked the bits per thread are equal; the compiler keeps it in registers)."""
-        nbytes = s.src.layout.local_size * s.src.dtype.bits // 8
-        self.w(f"memcpy({self.tensor(s.out)}, {self.tensor(s.src)}, {nbytes});  // view")
+        checked the bits per thread are equal; the compiler keeps it in registers). Packed
+        arrays are whole words, at least as long as the bits copied."""
+        from .subbyte import nbytes
+
+        n = nbytes(s.src.layout.local_size, s.src.dtype.bits)
+        self.w(f"memcpy({self.tensor(s.out)}, {self.tensor(s.src)}, {n});  // view")
 
     def _Fill(self, s: Fill) -> None:
         self.per_register(s.out)
-        self.w(f"{self.tensor(s.out)}[li] = {self.cast(s.out.dtype, s.value)};")
+        self.w(self.reg_set(s.out, "li", self.cast(s.out.dtype, s.value)))
         self.close()
 
     def scratch_base(self, s, nbytes: int) -> str:

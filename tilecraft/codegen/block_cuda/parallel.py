@@ -9,8 +9,12 @@ row-major. A mixin of `BlockPrinter` (printer.py).
 Scalar atomics in the body act once per logical element (atomics.py), and so do stores to
 global memory when the layout is replicated, every replica computes the same value and the body
 does not read the tensor back (`replica_guard`): `if (((tid % 16)) == 0) C_[i_] = s_[li];`.
+Elements of packed types (subbyte.py) are read and written through their bit fields; stores to
+global or shared memory below 8 bits go through compare-and-swap (other threads may write bits
+of the same bytes).
+
 Not printed yet (TC502 at the line): a register index that is not the loop variables, slots that
-differ between threads, and `T.call_extern` inside the loop.
+differ between threads, `T.call_extern` inside the loop, and atomics on packed types.
 
 A body `x[...] = T.if_then_else(a <op> b, u, v)` whose margin a - b is affine in the loop
 variables (a causal mask) prints three element loops behind one test of the margin's range over
@@ -28,7 +32,7 @@ from tilecraft.ir.expr import const_int
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
-from ..cuda.cexpr import ctype
+from ..cuda.cexpr import ctype, is_packed
 from ..cuda.indexing import frag_coords, replica_index
 from .atomics import AtomicPrinter
 from .text import convert
@@ -88,14 +92,17 @@ class ParallelPrinter(AtomicPrinter):
         elif isinstance(s, LetStmt):
             self.w(f"const {ctype(s.var.dtype)} {self.var_name(s.var)} = {self.p(s.value)};")
         elif isinstance(s, BufferStore):
-            target = self.element(s, s.buffer, s.indices)
             guard = self.replica_guard(s.buffer) if s.buffer.scope == "global" else None
             if guard is not None:  # (printed without __restrict__)
                 self.written_by_one.add(s.buffer)
             value = convert(ctype(s.buffer.dtype), self.p(s.value),
                             self.exprs.value_ctype(s.value.dtype))
-            self.w(f"{'' if guard is None else f'if ({guard}) '}{target} = {value};")
+            store = self.element_store(s, s.buffer, s.indices, value)
+            self.w(f"{'' if guard is None else f'if ({guard}) '}{store}")
         elif isinstance(s, Atomic):
+            buf = s.dst.buffer
+            if is_packed(buf.dtype):
+                raise self.refuse(s, f"an atomic on the {buf.dtype} tensor `{buf.name}`")
             self.par_atomic(s)
         elif isinstance(s, If):
             self.open(f"if ({self.p(s.cond)})")
@@ -142,22 +149,35 @@ class ParallelPrinter(AtomicPrinter):
         return self.element(e, e.buffer, e.indices)
 
     def element(self, at, buf, indices) -> str:
-        """The C lvalue of `buf[indices]` inside the current parallel loop."""
+        """The C value of `buf[indices]` inside the current parallel loop."""
+        return self.element_access(at, buf, indices, None)
+
+    def element_store(self, at, buf, indices, value: str) -> str:
+        """The statement `buf[indices] = value` inside the current parallel loop."""
+        return self.element_access(at, buf, indices, value)
+
+    def element_access(self, at, buf, indices, value: str | None) -> str:
+        """A read of `buf[indices]` (value None) or the statement storing `value` there."""
         from .transfer import small
 
         t = self.par.tensor_of().get(buf)
         wide = buf.scope == "global" and not small(buf)
         idx = [self.wide_p(i, wide) for i in indices]
         if isinstance(t, RegisterTensor):
-            return f"{self.tensor(t)}[{self.register_slot(at, t, indices)}]"
+            slot = self.register_slot(at, t, indices)
+            return self.reg_get(t, slot) if value is None else self.reg_set(t, slot, value)
         if isinstance(t, SharedTensor):
-            return f"{self.tensor(t)}[{self.shared_offset(at, t, idx)}]"
-        if buf.scope == "global":
+            ptr, index = self.tensor(t), self.shared_offset(at, t, idx)
+        elif buf.scope == "global":
             flat, _ = self.global_flat(_Global(buf), idx)
-            return f"{self.name(buf, buf.name)}[{flat}]"
-        if buf.scope in ("local", "var"):  # the thread's own copy (scalar.py)
-            return self.scalar_ref(at, buf, indices)
-        raise self.refuse(at, f"an access to the {buf.scope} buffer `{buf.name}`")
+            ptr, index = self.name(buf, buf.name), self.bit_index(buf, flat)
+        elif buf.scope in ("local", "var"):  # the thread's own copy (scalar.py)
+            ref = self.scalar_ref(at, buf, indices)
+            return ref if value is None else f"{ref} = {value};"
+        else:
+            raise self.refuse(at, f"an access to the {buf.scope} buffer `{buf.name}`")
+        return (self.mem_get(buf.dtype, ptr, index) if value is None
+                else self.mem_set(buf.dtype, ptr, index, value))
 
     def register_slot(self, at, t: RegisterTensor, indices) -> str:
         loop = self.par

@@ -16,8 +16,12 @@ Names: the printer owns every identifier. User tensors and variables print as `n
 CUDA emitter's rule: a trailing underscore no printer-declared name has); `tid`, `li`, `k`,
 `tc_smem`, `acc` are the printer's.
 
-Not printed yet (TC502 at the instruction's line): `allocate_global`, `view_global`, `view`,
-`print`. Thread indices (T.get_thread_binding) are digits of `tid` (program.thread_vars).
+Packed types (sub-byte ints, custom floats; subbyte.py): parameters and shared tensors are
+`unsigned char*`, register tensors `tc::u32` words; the instructions in PACKED_OK take them, any
+other instruction on such a tensor is a TC502 at its line.
+
+Not printed yet (TC502 at the instruction's line): `allocate_global`, `print` of packed
+tensors. Thread indices (T.get_thread_binding) are digits of `tid` (program.thread_vars).
 """
 
 from __future__ import annotations
@@ -31,25 +35,33 @@ from tilecraft.block import (
     ParallelCompute,
     RegisterTensor,
 )
-from tilecraft.diagnostics import TilecraftError
+from tilecraft.diagnostics import TilecraftError, at_span
 from tilecraft.ir import BufferLoad, For, If, LetStmt, SeqStmt, UseSwizzle, Var
 from tilecraft.ir.expr import const_int
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
-from ..cuda.cexpr import ExprPrinter, ctype
+from ..cuda.cexpr import ExprPrinter, ctype, is_packed, storage_ctype
+from .cast import CastPrinter
 from .compute import ComputePrinter
 from .debug import DebugPrinter
 from .parallel import ParallelPrinter
 from .scalar import ScalarPrinter
 from .scan import ScanPrinter
+from .subbyte import SubbytePrinter, words
 from .tma import TmaPrinter
 from .transfer import TransferPrinter
 from .wgmma import WgmmaPrinter
 
 
-class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, ParallelPrinter,
-                   ScanPrinter, DebugPrinter, ScalarPrinter):
+#: the instructions printed for tensors of packed types (the others refuse them: TC502)
+PACKED_OK = frozenset({"AllocateRegister", "AllocateShared", "ViewGlobal", "LoadGlobal",
+                       "LoadShared", "StoreGlobal", "StoreShared", "CopyAsync", "SharedSlice",
+                       "Cast", "View", "Fill", "BinaryOp", "UnaryOp", "ParallelCompute"})
+
+
+class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter,
+                   ParallelPrinter, ScanPrinter, DebugPrinter, ScalarPrinter, SubbytePrinter):
     def __init__(self, program: BlockProgram, plans: dict | None = None):
         self.program = program
         self.plans = plans or {}  # id(instruction) -> its selection plan (block/select.py)
@@ -89,7 +101,7 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
         if self.par is not None:
             return self.par_load(e)
         # block-level scalar code: every thread reads the element (scalar.py)
-        return self.scalar_ref(self.current, e.buffer, e.indices)
+        return self.scalar_get(self.current, e.buffer, e.indices)
 
     def p(self, e) -> str:
         return self.exprs(e)
@@ -113,6 +125,13 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
     def stmt(self, s) -> None:
         if not isinstance(s, SeqStmt):
             self.current = s  # the statement a refusal points at
+        span = getattr(s, "span", None)
+        if span is None:
+            return self.stmt_here(s)
+        with at_span(span):  # (errors of the expression printer point at the statement)
+            self.stmt_here(s)
+
+    def stmt_here(self, s) -> None:
         if isinstance(s, SeqStmt):
             for c in s.stmts:
                 self.stmt(c)
@@ -151,8 +170,20 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
             handler = getattr(self, f"_{type(s).__name__}", None)
             if handler is None:
                 raise self.refuse(s, f"`{type(s).__name__}`")
+            self.refuse_packed(s)
             self.origin(s)
             handler(s)
+
+    def refuse_packed(self, s) -> None:
+        """TC502 at `s` when it is an instruction PACKED_OK lacks touching a packed tensor."""
+        from tilecraft.block import Instruction
+
+        if not isinstance(s, Instruction) or type(s).__name__ in PACKED_OK:
+            return
+        for t in (*s.reads(), *s.writes()):
+            if hasattr(t, "dtype") and is_packed(t.dtype):
+                raise self.refuse(s, f"`{getattr(s, 'NAME', '') or type(s).__name__}` of the "
+                                  f"{t.dtype} tensor `{t.name}`")
 
     def origin(self, s) -> None:
         """A comment naming the instruction and the user's line it comes from."""
@@ -170,11 +201,15 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
 
     def _AllocateRegister(self, s: AllocateRegister) -> None:
         t = s.out
-        self.w(f"__align__(16) {ctype(t.dtype)} {self.tensor(t)}[{t.layout.local_size}];  "
-               f"// {t.layout}")
+        n = t.layout.local_size
+        if is_packed(t.dtype):  # the thread's bit string in words (zeroed: no undefined bits)
+            self.w(f"__align__(16) tc::u32 {self.tensor(t)}[{words(n, t.dtype.bits)}] = {{}};  "
+                   f"// {n} x {t.dtype}: {t.layout}")
+        else:
+            self.w(f"__align__(16) {ctype(t.dtype)} {self.tensor(t)}[{n}];  // {t.layout}")
         if s.init is not None:
             self.per_register(t)
-            self.w(f"{self.tensor(t)}[li] = {self.cast(t.dtype, s.init)};")
+            self.w(self.reg_set(t, "li", self.cast(t.dtype, s.init)))
             self.close()
 
     def _UseSwizzle(self, s) -> None:
@@ -183,8 +218,26 @@ class BlockPrinter(WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter, Pa
     def _AllocateShared(self, s: AllocateShared) -> None:
         t = s.out
         offset = self.smem_plan.offsets[t.buffer]  # (block/smem_plan.py)
-        self.w(f"{ctype(t.dtype)}* {self.tensor(t)} = reinterpret_cast<{ctype(t.dtype)}*>"
-               f"(tc_smem + {offset});  // {t.layout}")
+        c = storage_ctype(t.dtype)
+        if c == "unsigned char":
+            self.w(f"unsigned char* {self.tensor(t)} = tc_smem + {offset};  // "
+                   f"{t.dtype} {t.layout}")
+            return
+        self.w(f"{c}* {self.tensor(t)} = reinterpret_cast<{c}*>(tc_smem + {offset});  // "
+               f"{t.layout}")
+
+    def viewed(self, p) -> bool:
+        """Global tensor `p` is also accessed through a view_global (so not __restrict__)."""
+        from tilecraft.block import ViewGlobal
+
+        return any(isinstance(x, ViewGlobal) and x.src.buffer == p.buffer
+                   for x in walk(self.program.body))
+
+    def _ViewGlobal(self, s) -> None:
+        """The same bytes under another name and type (the verifier checked the bit counts)."""
+        c = storage_ctype(s.out.dtype)
+        self.w(f"{c}* const {self.tensor(s.out)} = reinterpret_cast<{c}*>"
+               f"({self.tensor(s.src)});  // {s.out.dtype}{list(s.out.shape)}")
 
     def cast(self, dtype, e) -> str:
         return f"tc::cast<{ctype(dtype)}>({self.p(e)})"
@@ -256,8 +309,8 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
         if isinstance(p, Var):
             sig.append(f"const {ctype(p.dtype)} {pr.var_name(p)}")
         else:
-            restrict = "" if p.buffer in pr.written_by_one else " __restrict__"
-            sig.append(f"{ctype(p.dtype)}*{restrict} {pr.tensor(p)}")
+            restrict = "" if p.buffer in pr.written_by_one or pr.viewed(p) else " __restrict__"
+            sig.append(f"{storage_ctype(p.dtype)}*{restrict} {pr.tensor(p)}")
     dims = dynamic_dims(program)
     sig += [f"const int {pr.var_name(v)}" for v in dims]
     sig += [f"const __grid_constant__ tc::TensorMap {m}" for m in pr.tensor_maps]

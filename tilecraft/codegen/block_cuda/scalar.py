@@ -19,6 +19,10 @@ barriers otherwise).
 
 Indices of a global tensor that may hold 2^31 elements or more are computed in 64 bits, and so
 are the integer lets they read (the interpreter's rule, tilecraft/ir/indices.py).
+
+Elements of packed types (subbyte.py) in global and shared memory are read and written through
+their bit fields (stores below 8 bits by compare-and-swap); local arrays and vars of such types
+hold one code type value per element (`tc::SubInt<4, true> x_[8];`).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from tilecraft.ir.indices import needs_64bit_index
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
-from ..cuda.cexpr import ctype, zero
+from ..cuda.cexpr import ctype, is_packed, zero
 
 MEMORY = ("global", "shared")
 
@@ -90,27 +94,49 @@ class ScalarPrinter:
         self.shared_of = {s.out.buffer: s.out for s in walk(body) if isinstance(s, AllocateShared)}
 
     # ---- element references ---------------------------------------------------------------
+    def scalar_get(self, at, buf, indices) -> str:
+        """The C value of `buf[indices]` in scalar code."""
+        return self.scalar_access(at, buf, indices, None)
+
+    def scalar_access(self, at, buf, indices, value: str | None) -> str:
+        """A read of `buf[indices]` (value None), or the statement storing `value` there."""
+        if buf.scope == "var":
+            name = self.name(buf, buf.name)
+            return name if value is None else f"{name} = {value};"
+        ptr, index = self.scalar_place(at, buf, indices)
+        if not (is_packed(buf.dtype) and buf.scope in MEMORY):
+            return f"{ptr}[{index}]" if value is None else f"{ptr}[{index}] = {value};"
+        if buf.scope == "global":
+            index = self.bit_index(buf, index)
+        return (self.mem_get(buf.dtype, ptr, index) if value is None
+                else self.mem_set(buf.dtype, ptr, index, value))
+
     def scalar_ref(self, at, buf, indices) -> str:
-        """The C lvalue of `buf[indices]` in scalar code."""
+        """The C lvalue of `buf[indices]` in scalar code (not for packed types in memory)."""
         if buf.scope == "var":
             return self.name(buf, buf.name)
+        ptr, index = self.scalar_place(at, buf, indices)
+        return f"{ptr}[{index}]"
+
+    def scalar_place(self, at, buf, indices) -> tuple[str, str]:
+        """(C pointer, element index) of `buf[indices]` in scalar code."""
         wide = needs_64bit_index(buf)
         idx = [self.wide_p(i, wide) for i in indices]
         if buf.scope == "local":
             flat = idx[0] if idx else "0"
             for i, n in zip(idx[1:], buf.shape[1:]):
                 flat = f"({flat}) * {n} + {i}"
-            return f"{self.name(buf, buf.name)}[{flat}]"
+            return self.name(buf, buf.name), flat
         if buf.scope == "global":
             from .parallel import _Global
 
             flat, _ = self.global_flat(_Global(buf), idx)
-            return f"{self.name(buf, buf.name)}[{flat}]"
+            return self.name(buf, buf.name), flat
         t = self.shared_of.get(buf) if buf.scope == "shared" else None
         if t is None:
             raise self.refuse(at, f"a scalar access to the {buf.scope} tensor `{buf.name}` "
                               "outside a parallel loop")
-        return f"{self.tensor(t)}[{self.shared_offset(at, t, idx)}]"
+        return self.tensor(t), self.shared_offset(at, t, idx)
 
     def once_per_block(self, s: BufferStore) -> bool:
         """A block-level store to memory that thread 0 alone performs."""
@@ -135,7 +161,7 @@ class ScalarPrinter:
         v = self.p(s.value)
         if s.value.dtype != s.buffer.dtype:
             v = f"tc::cast<{ctype(s.buffer.dtype)}>({v})"
-        self.w(f"{guard}{self.scalar_ref(s, s.buffer, s.indices)} = {v};")
+        self.w(f"{guard}{self.scalar_access(s, s.buffer, s.indices, v)}")
 
     def _Allocate(self, s: Allocate) -> None:
         b = s.buffer

@@ -1,5 +1,9 @@
 """Transfers of block programs as CUDA: loads and stores through layouts, copy_async (cp.async
-when selected), commit/wait, barriers. A mixin of `BlockPrinter` (printer.py)."""
+when selected), commit/wait, barriers. A mixin of `BlockPrinter` (printer.py).
+
+Packed types (subbyte.py) move element by element through their bit fields; a store writes
+whole bytes where each thread owns the bytes it writes, else through compare-and-swap. 8-bit
+packed types are bytes in memory and take the vector and cp.async plans as uint8 does."""
 
 from __future__ import annotations
 
@@ -20,9 +24,10 @@ from tilecraft.block import (
     Synchronize,
 )
 
-from ..cuda.cexpr import ctype, zero
+from ..cuda.cexpr import ctype, is_packed, storage_ctype, zero
 from ..cuda.indexing import frag_coords
 from .cexpr_text import C
+from .subbyte import store_rel_global, store_rel_shared, whole_bytes
 
 
 def small(buf) -> bool:
@@ -96,8 +101,11 @@ class TransferPrinter:
         """The plan's vector accesses (block/select.py VectorPlan): each thread moves its
         register groups g*v .. g*v+v-1 as one access; a global vector is wholly in or out of
         bounds (rows a multiple of v, aligned offsets)."""
-        v, t = plan.width, ctype(reg.dtype)
+        v, t = plan.width, storage_ctype(reg.dtype)
         r, m = self.tensor(reg), self.tensor(mem)
+        # an 8-bit packed register tensor: its words as bytes (element li is byte li)
+        at = (f"reinterpret_cast<unsigned char*>({r}) + li" if is_packed(reg.dtype)
+              else f"&{r}[li]")
         self.w(f"// {'load' if load else 'store'} in vectors of {v}")
         self.w("#pragma unroll")
         self.open(f"for (int g = 0; g < {reg.layout.local_size // v}; ++g)")
@@ -110,12 +118,15 @@ class TransferPrinter:
             ptr = f"&{m}[{flat}]"
             if self.in_bounds(s, reg.shape):
                 ok = None
-        regs = f"*reinterpret_cast<tc::Vec<{t}, {v}>*>(&{r}[li])"
+        regs = f"*reinterpret_cast<tc::Vec<{t}, {v}>*>({at})"
         if load and ok is None:
             self.w(f"{regs} = tc::load_vec<{t}, {v}>({ptr});")
         elif load:
             self.w(f"if ({ok}) {regs} = tc::load_vec<{t}, {v}>({ptr});")
-            self.w(f"else for (int k = 0; k < {v}; ++k) {r}[li + k] = {zero(t)};")
+            if is_packed(reg.dtype):
+                self.w(f"else {regs} = tc::Vec<{t}, {v}>{{}};")
+            else:
+                self.w(f"else for (int k = 0; k < {v}; ++k) {r}[li + k] = {zero(t)};")
         else:
             guard = f"if ({ok}) " if ok is not None else ""
             self.w(f"{guard}tc::store_vec<{t}, {v}>({ptr}, {regs});")
@@ -137,7 +148,12 @@ class TransferPrinter:
         self.per_register(out)
         flat, ok = self.global_flat(s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")),
                                     s)
-        if self.in_bounds(s, out.shape):
+        if is_packed(out.dtype):
+            code = self.mem_code(out.dtype, self.tensor(s.src), self.bit_index(s.src.buffer, flat))
+            if not self.in_bounds(s, out.shape):
+                code = f"({ok}) ? {code} : 0u"
+            self.w(self.reg_set_code(out, "li", code))
+        elif self.in_bounds(s, out.shape):
             self.w(f"{self.tensor(out)}[li] = {self.tensor(s.src)}[{flat}];")
         else:
             self.w(f"{self.tensor(out)}[li] = ({ok}) ? {self.tensor(s.src)}[{flat}] : "
@@ -148,11 +164,28 @@ class TransferPrinter:
         src = s.src
         if self._vector(s, src, s.dst, False):
             return
-        self.per_register(src)
-        flat, ok = self.global_flat(s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")),
+        safe = self.in_bounds(s, src.shape)
+
+        def flat_of(li: str) -> tuple[str, str]:
+            return self.global_flat(s.dst, self.tile_index(s, frag_coords(src.layout, "tid", li)),
                                     s)
-        guard = "" if self.in_bounds(s, src.shape) else f"if ({ok}) "
-        self.w(f"{guard}{self.tensor(s.dst)}[{flat}] = {self.tensor(src)}[li];")
+
+        if is_packed(src.dtype) and safe:
+            rel = store_rel_global(s, src)
+            groups = whole_bytes(src.dtype.bits, *rel) if rel is not None else None
+            if groups is not None:
+                return self.store_whole_bytes(src, self.tensor(s.dst), groups,
+                                              lambda li: self.bit_index(s.dst.buffer,
+                                                                        flat_of(str(li))[0]))
+        self.per_register(src)
+        flat, ok = flat_of("li")
+        guard = "" if safe else f"if ({ok}) "
+        if is_packed(src.dtype):
+            self.w(guard + self.mem_set_code(src.dtype, self.tensor(s.dst),
+                                             self.bit_index(s.dst.buffer, flat),
+                                             self.reg_code(src, "li")))
+        else:
+            self.w(f"{guard}{self.tensor(s.dst)}[{flat}] = {self.tensor(src)}[li];")
         self.close()
 
     def _LoadShared(self, s: LoadShared) -> None:
@@ -161,16 +194,33 @@ class TransferPrinter:
             return
         self.per_register(out)
         off = self.shared_offset(s, s.src, self.tile_index(s, frag_coords(out.layout, "tid", "li")))
-        self.w(f"{self.tensor(out)}[li] = {self.tensor(s.src)}[{off}];")
+        if is_packed(out.dtype):
+            self.w(self.reg_set_code(out, "li", self.mem_code(out.dtype, self.tensor(s.src), off)))
+        else:
+            self.w(f"{self.tensor(out)}[li] = {self.tensor(s.src)}[{off}];")
         self.close()
 
     def _StoreShared(self, s: StoreShared) -> None:
         src = s.src
         if self.matrix_transfer(s) or self._vector(s, src, s.dst, False):  # (ldst_matrix.py)
             return
+
+        def offset_of(li: str) -> str:
+            return self.shared_offset(s, s.dst, self.tile_index(s, frag_coords(src.layout, "tid",
+                                                                               li)))
+
+        if is_packed(src.dtype):
+            rel = store_rel_shared(s, src)
+            groups = whole_bytes(src.dtype.bits, rel, 0) if rel is not None else None
+            if groups is not None:
+                return self.store_whole_bytes(src, self.tensor(s.dst), groups,
+                                              lambda li: offset_of(str(li)))
         self.per_register(src)
-        off = self.shared_offset(s, s.dst, self.tile_index(s, frag_coords(src.layout, "tid", "li")))
-        self.w(f"{self.tensor(s.dst)}[{off}] = {self.tensor(src)}[li];")
+        off = offset_of("li")
+        if is_packed(src.dtype):
+            self.w(self.mem_set_code(src.dtype, self.tensor(s.dst), off, self.reg_code(src, "li")))
+        else:
+            self.w(f"{self.tensor(s.dst)}[{off}] = {self.tensor(src)}[li];")
         self.close()
 
     def _AtomicGlobal(self, s) -> None:
@@ -192,6 +242,8 @@ class TransferPrinter:
         plan = self.plans.get(id(s))
         if plan is not None:
             return self.cp_async(s, plan)
+        if is_packed(s.dst.dtype) and self.copy_async_bytes(s):  # (subbyte.py)
+            return
         dst = s.dst
         shape = [int(d) for d in dst.shape]
         n, nt = math.prod(shape), self.program.num_threads
@@ -200,8 +252,12 @@ class TransferPrinter:
         coords = [f"(e / {math.prod(shape[k + 1:])}) % {shape[k]}" for k in range(len(shape))]
         flat, ok = self.global_flat(s.src, self.tile_index(s, coords), s)
         off = self.shared_offset(s, dst, coords)
-        self.w(f"{self.tensor(dst)}[{off}] = ({ok}) ? {self.tensor(s.src)}[{flat}] : "
-               f"{zero(ctype(dst.dtype))};")
+        if is_packed(dst.dtype):  # (threads share bytes: compare-and-swap below 8 bits)
+            code = self.mem_code(dst.dtype, self.tensor(s.src), self.bit_index(s.src.buffer, flat))
+            self.w(self.mem_set_code(dst.dtype, self.tensor(dst), off, f"({ok}) ? {code} : 0u"))
+        else:
+            self.w(f"{self.tensor(dst)}[{off}] = ({ok}) ? {self.tensor(s.src)}[{flat}] : "
+                   f"{zero(ctype(dst.dtype))};")
         self.close()
 
     def in_bounds(self, s, tile_shape) -> bool:
@@ -268,7 +324,7 @@ class TransferPrinter:
                  for k in range(len(shape) - 1)] + [f"(tid % {per_row}) * {c}"]
         flat, _ = self.global_flat(s.src, self.tile_index(s, first))
         size = dst.dtype.bits // 8
-        t = ctype(dst.dtype)
+        t = storage_ctype(dst.dtype)
         safe = self.in_bounds(s, shape)
         self.w(f"// copy_async {src.name} -> {dst.buffer.name}: cp.async, {n // nt} chunk(s) "
                f"of 16 bytes per thread{'' if safe else ', bounds-checked'}")
@@ -290,8 +346,15 @@ class TransferPrinter:
         return True
 
     def _SharedSlice(self, s: SharedSlice) -> None:
-        t = ctype(s.out.dtype)
-        self.w(f"{t}* const {self.tensor(s.out)} = {self.tensor(s.src)} + ({self.p(s.base)});  "
+        t, base = storage_ctype(s.out.dtype), self.p(s.base)
+        if is_packed(s.out.dtype):  # a byte pointer: the slice must start on a byte
+            from .subbyte import byte_aligned
+
+            if not byte_aligned(s.out.dtype.bits, s.base):
+                raise self.refuse(s, f"a slice of the {s.out.dtype} tensor `{s.src.name}` that "
+                                  "may start inside a byte")
+            base = f"({base}) * {s.out.dtype.bits} / 8"
+        self.w(f"{t}* const {self.tensor(s.out)} = {self.tensor(s.src)} + ({base});  "
                f"// shared_slice")
 
     def _CopyAsyncCommitGroup(self, s: CopyAsyncCommitGroup) -> None:

@@ -21,8 +21,8 @@ from tilecraft.ir import BinOp, Cast, Const, PrimFunc, Var
 from tilecraft.options import CompileOptions
 from tilecraft.passes import lower
 
-HEADERS = ("common", "fp8", "mma", "ldmatrix", "cp_async", "reduce", "math", "atomic", "codegen",
-           "scan", "debug", "sync", "wgmma", "tma")
+HEADERS = ("common", "fp8", "lowbit", "mma", "ldmatrix", "cp_async", "reduce", "math", "atomic",
+           "codegen", "scan", "debug", "sync", "wgmma", "tma", "fast_cast")
 #: headers every kernel includes: types, casts, vectors (common), wrapping integer arithmetic and
 #: math (math), packing and block rasterization (codegen)
 ALWAYS = ("common", "math", "codegen")
@@ -31,6 +31,8 @@ ALWAYS = ("common", "math", "codegen")
 #: about 15 ms: a GEMM's compile spends a quarter of its time in headers it does not use)
 USED_WHEN = {
     "fp8": re.compile(r"__nv_fp8"),
+    "lowbit": re.compile(r"\btc::(?:Sub(?:Int|Float)\b|bits_|from_code\b|decode_|encode_)"),
+    "fast_cast": re.compile(r"\btc::fast_cast_"),
     "mma": re.compile(r"\btc::mma_"),
     "ldmatrix": re.compile(r"\btc::(?:ld|st)matrix_"),
     "cp_async": re.compile(r"\btc::cp_async_"),

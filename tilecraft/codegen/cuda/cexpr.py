@@ -12,6 +12,13 @@ otherwise. `T.max`/`T.min` propagate NaN (`tc::maximum`: PTX max.NaN).
     x // 4  (x in [0, 127])      ->  (x_ / 4)
     x // 4  (x a loaded value)   ->  tc::floordiv<int>(x_, 4)
     a + b   (int8 values)        ->  tc::wrap_add<signed char>(a_, b_)
+
+Packed types (sub-byte ints, custom floats: every type CTYPES lacks; docs/dtypes.md "On the
+GPU") have value types `tc::SubInt<B, Signed>` / `tc::SubFloat<E, M>` (lowbit.cuh, one code
+each) and compute like the interpreter: custom floats in float, rounded back after every
+operation (as fp8); sub-byte ints in int, wrapped to their width by the cast back.
+
+    a + b   (int4 values)        ->  tc::cast<tc::SubInt<4, true>>(tc::cast<int>(a_) + ...)
 """
 
 from __future__ import annotations
@@ -49,15 +56,36 @@ MATH_F64 = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10":
 _WRAP = {"+": "tc::wrap_add", "-": "tc::wrap_sub", "*": "tc::wrap_mul"}
 
 
+def is_packed(dtype) -> bool:
+    """A type memory holds packed, LSB first (sub-byte ints, custom floats): no C type of its
+    own; values are lowbit.cuh's code types, storage `unsigned char` / `tc::u32` words."""
+    return dtype.name not in CTYPES and dtype.bits <= 8 and dtype.kind in ("int", "uint", "float")
+
+
 def ctype(dtype) -> str:
-    try:
-        return CTYPES[dtype.name]
-    except KeyError:
-        raise TilecraftError("TC502", detail=f"dtype {dtype}", hint="") from None
+    """The C type of a value of `dtype` (of a packed type: its lowbit.cuh code type). Raises a
+    TC502 at the statement being printed (the current span) for a type with none."""
+    t = CTYPES.get(dtype.name)
+    if t is not None:
+        return t
+    if is_packed(dtype) and dtype.is_float:
+        return f"tc::SubFloat<{dtype.exponent_bits}, {dtype.mantissa_bits}>"
+    if is_packed(dtype):
+        return f"tc::SubInt<{dtype.bits}, {'true' if dtype.kind == 'int' else 'false'}>"
+    raise TilecraftError("TC502", detail=f"dtype {dtype}", hint="")
+
+
+def storage_ctype(dtype) -> str:
+    """The C type of an element of `dtype` in global or shared memory (bytes for packed
+    types: element i is bits [i*b, (i+1)*b) of the byte string)."""
+    return "unsigned char" if is_packed(dtype) else ctype(dtype)
 
 
 def zero(t: str) -> str:
-    """Zero of C type `t` (`signed char(0)` is not C++: multi-word types take a C cast)."""
+    """Zero of C type `t` (`signed char(0)` is not C++: multi-word types take a C cast; code
+    types are zero-initialized: code 0 is 0 and +0.0)."""
+    if t.startswith("tc::Sub"):
+        return f"{t}{{}}"
     return f"({t})0" if " " in t else f"{t}(0)"
 
 
@@ -93,8 +121,17 @@ def int_literal(v: int, dtype) -> str:
 
 
 def _via_float(t) -> bool:
-    """fp8 values compute in float (cuda_fp8 has no arithmetic), like the interpreter."""
+    """fp8 and custom float values compute in float (cuda_fp8 has no arithmetic), like the
+    interpreter."""
     return t.is_float and t.bits <= 8
+
+
+def _via_int(t) -> bool:
+    """Sub-byte ints compute in int and wrap to their width (the interpreter's rule)."""
+    return t.is_integer and is_packed(t)
+
+
+INT32 = resolve("int32")
 
 
 def value_type(a, b):
@@ -122,7 +159,7 @@ class ExprPrinter:
 
     def _t(self, dtype):
         """The C arithmetic type of `dtype` here: int64 for narrower integers when wide."""
-        if self.wide and dtype.is_integer and dtype.bits < 64:
+        if self.wide and dtype.is_integer and dtype.bits < 64 and not is_packed(dtype):
             return INT64
         return dtype
 
@@ -167,6 +204,8 @@ class ExprPrinter:
             return double_literal(e.value)
         if t.is_float:
             return f"tc::cast<{ctype(t)}>({float_literal(e.value)})"
+        if is_packed(t):  # (the literal wrapped to the type's width)
+            return f"tc::cast<{ctype(t)}>({int(e.value)})"
         return int_literal(int(e.value), t)
 
     def _operand(self, x, t) -> str:
@@ -179,12 +218,11 @@ class ExprPrinter:
         sides convert like arithmetic operands."""
         ta, tb = e.a.dtype, e.b.dtype
         if not (ta.is_integer and tb.is_integer and ta != tb):
-            t = self._t(promote(ta, tb))
-            t = FLOAT32 if _via_float(t) else t
+            t = compute_type(self._t(promote(ta, tb)))
             return f"({self._operand(e.a, t)} {e.op} {self._operand(e.b, t)})"
         vt = value_type(ta, tb)
         if vt is not None:
-            t = self._t(vt)
+            t = compute_type(self._t(vt))
             return f"({self._operand(e.a, t)} {e.op} {self._operand(e.b, t)})"
         u64 = resolve("uint64")  # uint64 against a signed type: test the sign first
         a, b = self._operand(e.a, u64), self._operand(e.b, u64)
@@ -201,6 +239,9 @@ class ExprPrinter:
         if _via_float(t):  # fp8 has no C arithmetic: compute in float, round once per operation
             a, b = self._operand(e.a, FLOAT32), self._operand(e.b, FLOAT32)
             return f"tc::cast<{ctype(t)}>({self._arith(e, FLOAT32, a, b)})"
+        if _via_int(t):  # sub-byte ints: in int (no overflow: operands below 2^8), then wrap
+            a, b = self._operand(e.a, INT32), self._operand(e.b, INT32)
+            return f"tc::cast<{ctype(t)}>({_int_arith(op, a, b)})"
         return self._arith(e, t, self._operand(e.a, t), self._operand(e.b, t))
 
     def _arith(self, e: BinOp, t, a: str, b: str) -> str:
@@ -264,6 +305,10 @@ class ExprPrinter:
 
     def call(self, e: Call) -> str:
         args = [self.expr(a) for a in e.args]
+        if e.op == "abs" and _via_int(e.dtype):
+            return f"tc::cast<{ctype(e.dtype)}>(abs({self._operand(e.args[0], INT32)}))"
+        if e.op == "infinity" and is_packed(e.dtype):  # no inf: saturates to the maximum
+            return f"tc::cast<{ctype(e.dtype)}>({float_literal(float('inf'))})"
         if e.op == "abs" and e.dtype.is_integer:
             if e.dtype.kind == "uint":
                 return args[0]
@@ -286,3 +331,24 @@ class ExprPrinter:
         if e.op.startswith("extern:"):  # T.call_extern: the name was checked by the language
             return f"{e.op[len('extern:'):]}({', '.join(args)})"
         raise TilecraftError("TC502", detail=f"function `{e.op}`", hint="")
+
+
+def compute_type(t):
+    """The type arithmetic and comparisons of `t` happen in: float for fp8 and custom floats,
+    int for sub-byte ints, else `t`."""
+    if _via_float(t):
+        return FLOAT32
+    return INT32 if _via_int(t) else t
+
+
+def _int_arith(op: str, a: str, b: str) -> str:
+    """`a op b` on int operands holding sub-byte values (|a|, |b| < 2^8: + - * never overflow)."""
+    if op in ("min", "max"):
+        return f"tc::{op}imum<int>({a}, {b})"
+    if op in ("//", "%"):
+        return f"tc::{'floordiv' if op == '//' else 'floormod'}<int>({a}, {b})"
+    if op == "/":
+        return f"tc::truncdiv<int>({a}, {b})"
+    if op in ("<<", ">>"):  # counts outside [0, 32): 0 or the sign, as numpy
+        return f"tc::{'shl' if op == '<<' else 'shr'}<int>({a}, {b})"
+    return f"({a} {op} {b})"

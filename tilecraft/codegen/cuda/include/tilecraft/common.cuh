@@ -144,8 +144,11 @@ TC_DEVICE uint4 load_128(const void* p) { return *reinterpret_cast<const uint4*>
 TC_DEVICE void store_128(void* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
 
 // N elements of T moved as one aligned vector access (N * sizeof(T) in 2, 4, 8 or 16 bytes).
-template <class T, int N>
+// (1-byte elements travel as 32-bit words: the compiler splits a byte array's copy into bytes)
+template <class T, int N, bool WORDS = sizeof(T) == 1 && N % 4 == 0>
 struct alignas(sizeof(T) * N) Vec { T v[N]; };
+template <class T, int N>
+struct alignas(N) Vec<T, N, true> { u32 v[N / 4]; };
 template <class T, int N>
 TC_DEVICE Vec<T, N> load_vec(const T* p) { return *reinterpret_cast<const Vec<T, N>*>(p); }
 template <class T, int N>

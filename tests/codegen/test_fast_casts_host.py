@@ -1,0 +1,158 @@
+"""The fast casts' logic, bit-exact with the interpreter for every code, checked without a GPU:
+include/tilecraft/fast_cast.cuh compiled by the host C++ compiler with its six PTX instructions
+(prmt, lop3, sub/mul/fma.rn.f16x2, fma.rn.bf16x2) replaced by exact models (round to nearest
+even, subnormals kept, as PTX defines them) and cvt.rn.bf16x2.f32 likewise. Every type the fast
+path takes, to f16 and bf16, at local sizes with tails and odd counts, every code at every
+position. (test_fast_casts_gpu.py runs the real instructions.)"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilecraft import dtypes as dt
+from tilecraft.block.select_cast import plan_for
+from tilecraft.interp.evaluate import compute_type
+from tilecraft.interp.values import store_cast
+
+from .fast_cast_programs import FLOATS, INTS
+
+HEADER = (Path(__file__).resolve().parents[2] / "tilecraft/codegen/cuda/include/tilecraft/"
+          "fast_cast.cuh")
+EXTRA = ["float7_e4m2", "float8_e3m4", "float2_e1m0", "float8_e6m1", "float8_e7m0"]
+SIZES = (1, 3, 8, 12, 17, 40)  # (40: a whole word of uint1 and a tail)
+
+MODELS = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#define TC_DEVICE inline
+namespace tc {
+typedef unsigned char u8; typedef unsigned short u16; typedef unsigned int u32;
+static u32 round_to(double x, int E, int M) {  // nearest even, subnormals, overflow -> inf
+  const u32 sign = std::signbit(x) ? 1u : 0u;
+  const int bias = (1 << (E - 1)) - 1;
+  const double a = std::fabs(x), inf = double(((1 << E) - 1) << M);
+  double code = 0;
+  if (a != 0) {
+    int q; std::frexp(a, &q); q = std::max(q - 1, 1 - bias);
+    code = double(q + bias - 1) * (1 << M) + std::nearbyint(std::ldexp(a, M - q));
+  }
+  return (sign << (E + M)) | u32(std::min(code, inf));
+}
+static double value(u32 c, int E, int M) {  // (the operands are never inf or NaN)
+  const int bias = (1 << (E - 1)) - 1;
+  const u32 e = (c >> M) & ((1u << E) - 1), m = c & ((1u << M) - 1);
+  const double v = e ? std::ldexp(double(m | 1u << M), int(e) - bias - M)
+                     : std::ldexp(double(m), 1 - bias - M);
+  return (c >> (E + M)) & 1 ? -v : v;
+}
+static u32 x2(u32 a, u32 b, u32 c, int E, int M, char op) {
+  u32 r = 0;
+  for (int h = 0; h < 32; h += 16) {
+    const double x = value(a >> h & 0xFFFF, E, M), y = value(b >> h & 0xFFFF, E, M);
+    const double v = op == '-' ? x - y : op == '*' ? x * y : x * y + value(c >> h & 0xFFFF, E, M);
+    r |= round_to(v, E, M) << h;
+  }
+  return r;
+}
+static u32 ptx(const char* op, u32 a, u32 b, u32 c = 0) {
+  if (!strcmp(op, "prmt.b32")) {
+    u8 x[8]; u32 r = 0;
+    for (int i = 0; i < 4; ++i) { x[i] = u8(a >> 8 * i); x[4 + i] = u8(b >> 8 * i); }
+    for (int n = 0; n < 4; ++n) {
+      const u32 s = c >> 4 * n & 15; u8 y = x[s & 7];
+      if (s & 8) y = y & 0x80 ? 0xFF : 0;
+      r |= u32(y) << 8 * n;
+    }
+    return r;
+  }
+  if (!strcmp(op, "lop3.b32")) return (a & b) | c;  // (the header's only LUT, 0xEA)
+  if (!strcmp(op, "sub.rn.f16x2")) return x2(a, b, 0, 5, 10, '-');
+  if (!strcmp(op, "mul.rn.f16x2")) return x2(a, b, 0, 5, 10, '*');
+  if (!strcmp(op, "fma.rn.f16x2")) return x2(a, b, c, 5, 10, 'f');
+  if (!strcmp(op, "fma.rn.bf16x2")) return x2(a, b, c, 8, 7, 'f');
+  std::fprintf(stderr, "no model of %s\n", op);
+  return 0;
+}
+static u32 pack_bfloat2(float lo, float hi) {
+  return round_to(lo, 8, 7) | round_to(hi, 8, 7) << 16;
+}
+}  // namespace tc
+static unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+  return unsigned(((unsigned long long)hi << 32 | lo) >> (s & 31));
+}
+static float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
+"""
+
+
+def _header() -> str:
+    src = HEADER.read_text().replace('#include "tilecraft/common.cuh"', "")
+
+    def model(m: re.Match) -> str:
+        args = ", ".join(re.findall(r'"r"\((\w+)\)', m.group(2)))
+        return f'd = ptx("{m.group(1)}", {args});'
+
+    src, n = re.subn(r'asm\("([a-z0-9.]+) [^"]*" : "=r"\(d\) : ([^;]*)\);', model, src)
+    assert n == 6 and "asm(" not in src, "every PTX instruction of the header has a model"
+    return src
+
+
+def _cases():
+    for src in INTS + FLOATS + EXTRA:
+        for dst in ("float16", "bfloat16"):
+            plan = plan_for(dt.resolve(src), dt.resolve(dst), 8)
+            if plan is not None:
+                for n in SIZES:
+                    yield src, dst, n, plan.func.replace(", 8>", f", {n}>")
+
+
+def _expected(src: str, dst: str) -> np.ndarray:
+    s, d = dt.resolve(src), dt.resolve(dst)
+    values = s.decode(np.arange(1 << s.bits)).astype(compute_type(s), copy=False)
+    return np.asarray(store_cast(d, values)).view(np.uint16).astype(np.int64)
+
+
+def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    cases = list(_cases())
+    calls = []
+    for k, (src, _, n, func) in enumerate(cases):
+        b = dt.resolve(src).bits
+        calls.append(f"""{{
+  for (int c = 0; c < {1 << b}; ++c) {{
+    unsigned char w[{(n * b + 31) // 32 * 4}] = {{0}};
+    for (int i = 0; i < {n}; ++i)
+      for (int k = 0, code = (c + 7 * i) % {1 << b}; k < {b}; ++k)
+        if (code >> k & 1) w[(i * {b} + k) / 8] |= 1 << (i * {b} + k) % 8;
+    unsigned short o[{n + 2}];
+    for (int i = 0; i < {n + 2}; ++i) o[i] = 0xABCD;  // (nothing past the end is written)
+    {func}(w, o);
+    printf("{k}");
+    for (int i = 0; i < {n + 2}; ++i) printf(" %u", o[i]);
+    printf("\\n");
+  }}
+}}""")
+    (tmp_path / "t.cpp").write_text(MODELS + _header() + "int main() {\n" + "\n".join(calls)
+                                    + "\n}\n")
+    subprocess.run([cxx, "-O1", "-std=c++17", "-w", "-o", str(tmp_path / "t"),
+                    str(tmp_path / "t.cpp")], check=True)
+    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True)
+    assert run.stderr == ""
+    rows: dict[int, list] = {}
+    for line in run.stdout.splitlines():
+        k, *vals = map(int, line.split())
+        rows.setdefault(k, []).append(vals)
+    for k, (src, dst, n, func) in enumerate(cases):
+        nc, table = 1 << dt.resolve(src).bits, _expected(src, dst)
+        want = [[table[(c + 7 * i) % nc] for i in range(n)] + [0xABCD] * 2 for c in range(nc)]
+        got = np.array(rows[k])
+        bad = np.argwhere(got != np.array(want))
+        assert bad.size == 0, (func, [(int(c), int(i), hex(got[c, i])) for c, i in bad[:4]])

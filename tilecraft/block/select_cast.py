@@ -1,0 +1,72 @@
+"""Selection of fast register casts (Tilus section 7): a `cast` of a register tensor of 1..8-bit
+codes to float16 or bfloat16 converts the thread's whole bit string in registers with the bit
+tricks of include/tilecraft/fast_cast.cuh instead of one conversion per element.
+
+    cast(b_u4, out=b_f16)     (8 elements per thread)
+    -> CastPlan("lop3", group=8, func="tc::fast_cast_int<4, false, false, 8>", count=8)
+
+Kinds (SASS instructions per element, loads and stores included: the difference between
+kernels converting 64 and 128 elements per thread; the same on sm_80 and sm_90a):
+    prmt   uint8/int8 -> f16: PRMT under 0x64 + HSUB2, 4 per word (1.2 / 1.4)
+           uint8/int8 -> bf16: PRMT into an f32's mantissa, FADD, F2FP (2.7 / 2.9)
+    lop3   uint4/int4 -> f16 / bf16: LOP3 0x64006400 (0x4300) trick, 8 per word (1.8-2.2);
+           uint1, uint2/int2: codes k and k + 16/b in one word's halves, 32/b per word (2.1)
+    field  other ints (3, 5, 6, 7 bits): each pair of fields in the halves of a word, OR the
+           magic, one subtraction (3.6-4.1)
+    float  1..8-bit floats: code at the top of each half, shift, sign-keeping LOP3, one multiply
+           (3.3-3.7); float8 NaN (and e5m2 inf) fixed up: e4m3 4.7, e5m2 4.7 (f16) / 6.7 (bf16);
+           f16 for exponent widths <= 4 and float8_e5m2, bf16 for all
+Elements past the last whole word (a local size that is not a multiple of the group) go by
+pairs (the field form; 8-bit ints to bf16 one by one through f32). Every kind is bit-exact with the interpreter (tests/codegen).
+
+The plan is recorded by `select_instructions` (select.py); None (any other pair: f32 results,
+16/32-bit sources, ...) leaves the element-wise `tc::cast` of the printer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilecraft import dtypes as dt
+
+from .compute import Cast
+
+_DESTS = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class CastPlan:
+    """`cast` by the device function `func` (fast_cast.cuh) on the thread's `count` elements:
+    `kind` names the trick, `group` the elements one 32-bit source word feeds (2: by pairs)."""
+
+    kind: str  # "prmt" | "lop3" | "field" | "float"
+    group: int
+    func: str
+    count: int
+
+
+def select_cast(s: Cast, target=None) -> CastPlan | None:
+    """The fast plan for `s` on `target` (a tilecraft.targets.Target; None: sm_80), or None."""
+    return plan_for(s.src.dtype, s.out.dtype, s.src.layout.local_size, target)
+
+
+def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None) -> CastPlan | None:
+    """The plan converting `count` elements of `src` to `out` per thread, or None."""
+    if out.name not in _DESTS or src.bits > 8 or src.is_bool or count < 1:
+        return None
+    if target is not None and tuple(target.compute_capability) < (8, 0):
+        return None  # fma.rn.bf16x2 is sm_80's
+    bf16 = out.name == "bfloat16"
+    flag = "true" if bf16 else "false"
+    if src.is_integer:
+        signed = "true" if src.kind == "int" else "false"
+        func = f"tc::fast_cast_int<{src.bits}, {signed}, {flag}, {count}>"
+        kind, group = {8: ("prmt", 4), 4: ("lop3", 8), 2: ("lop3", 16),
+                       1: ("lop3", 32)}.get(src.bits, ("field", 2))
+        return CastPlan(kind, group, func, count)
+    e, m = src.exponent_bits, src.mantissa_bits
+    special = {"float8_e4m3": 1, "float8_e5m2": 2}.get(src.name, 0)
+    if not bf16 and not (e <= 4 or src.name == "float8_e5m2"):
+        return None  # exponent fields of 5+ bits overflow f16 (custom E=5 reaches 2^16)
+    func = f"tc::fast_cast_float<{e}, {m}, {special}, {flag}, {count}>"
+    return CastPlan("float", 2, func, count)

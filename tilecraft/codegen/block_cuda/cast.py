@@ -1,0 +1,26 @@
+"""Fast register casts as CUDA: a `cast` that instruction selection planned (block/select_cast.py)
+prints as one call of the device function its plan names (include/tilecraft/fast_cast.cuh),
+which converts the thread's whole bit string in registers:
+
+    // cast(wf, out=wf_f16)  (line 12)
+    tc::fast_cast_int<4, false, false, 8>(wf_, wf_f16_);  // lop3: 8 elements per 32-bit word
+
+A mixin of `BlockPrinter` (printer.py), before ComputePrinter: its `fast_cast` hook is the first
+thing `_Cast` asks (compute.py); without a plan the element-wise form prints.
+"""
+
+from __future__ import annotations
+
+from tilecraft.block.compute import Cast
+from tilecraft.block.select_cast import CastPlan
+
+
+class CastPrinter:
+    def fast_cast(self, s: Cast) -> bool:
+        """Print `s` by its fast plan; False when it has none."""
+        plan = self.plans.get(id(s))
+        if not isinstance(plan, CastPlan):
+            return False
+        per = "pairs of elements" if plan.group == 2 else f"{plan.group} elements per 32-bit word"
+        self.w(f"{plan.func}({self.tensor(s.src)}, {self.tensor(s.out)});  // {plan.kind}: {per}")
+        return True

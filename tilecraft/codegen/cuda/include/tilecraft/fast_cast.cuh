@@ -1,0 +1,280 @@
+// tilecraft device header: fast in-register casts of low-precision codes to f16 / bf16.
+//
+// A thread's N elements of a b-bit type are one bit string (element i in bits [i*b, (i+1)*b),
+// least significant first, 32-bit words little-endian: docs/dtypes.md), held in a u32 word array
+// (sub-byte types) or a byte array (8-bit types); the results are N 16-bit values (two per word).
+// Every function converts all N elements exactly as the interpreter does (tilecraft.dtypes):
+//
+//   fast_cast_int<B, SIGNED, BF16, N>(src, dst)      uint1..uint8, int2..int8 (bf16: B <= 7 by
+//       the 0x4300 magic; 8-bit ints through f32)
+//   fast_cast_float<E, M, SPECIAL, BF16, N>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
+//       float8_e5m2; bf16: every E), SPECIAL 0: every code finite (custom floats), 1: only the
+//       all-ones magnitude is NaN (float8_e4m3), 2: IEEE (float8_e5m2)
+//
+// The tricks (instructions per 2 or 8 elements, counted in SASS by tests/codegen):
+//   u8/i8 -> f16   PRMT each byte under 0x64 (1024 + x), one HSUB2 per two
+//   u4/i4 -> f16   LOP3 (w & 0x000F000F) | 0x64006400 and (w & 0x00F000F0) | 0x64006400 on w
+//                  and w >> 8: low nibbles 1024 + x (HSUB2), high ones 1024 + 16x (HFMA2 by
+//                  1/16 - 64); four PRMTs put the halves in order
+//   u1, u2/i2      codes k and k + 16/b of a word in its halves (SHF + LOP3 under the magic),
+//                  one subtraction per pair, PRMTs put them in order
+//   other ints     each pair of fields in a word's halves, OR the magic, one subtraction
+//   floats         the code at the top of each 16-bit half, shifted right by E_dst - E (sign
+//                  kept by a mask), one multiply by 2^(bias_dst - bias): exact (subnormals too)
+// Signed ints are offset to unsigned first (x ^ 2^(b-1)) and the offset joins the subtrahend.
+// bf16 arithmetic is fma.rn.bf16x2 (sm_80; sub/mul.bf16x2 are sm_90 only). float8 NaNs become the
+// quiet NaN with the sign kept (0x7E00 f16, 0x7FC0 bf16); e5m2 infinities stay infinite.
+#pragma once
+
+#include "tilecraft/common.cuh"
+
+namespace tc {
+namespace fast {
+
+// prmt.b32 in its default mode: selector nibble n picks byte n of the result from the 8 bytes of
+// {b, a} (0-3: a); bit 3 of a nibble replicates that byte's top bit instead
+TC_DEVICE u32 prmt(u32 a, u32 b, u32 sel) {
+  u32 d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// (a & b) | c in one LOP3 (written as PTX: from C, two constants make ptxas split it in two)
+TC_DEVICE u32 and_or(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+TC_DEVICE u32 sub_f16x2(u32 a, u32 b) {
+  u32 d;
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+TC_DEVICE u32 mul_f16x2(u32 a, u32 b) {
+  u32 d;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+TC_DEVICE u32 fma_f16x2(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+TC_DEVICE u32 fma_bf16x2(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// a - c per half, c given per half in both halves (bf16: a * 1.0 + (-c))
+template <bool BF16>
+TC_DEVICE u32 sub2(u32 a, u32 c) {
+  return BF16 ? fma_bf16x2(a, 0x3F803F80u, c ^ 0x80008000u) : sub_f16x2(a, c);
+}
+
+// a * c per half (bf16: a * c + (-0.0), which keeps the sign of a zero product)
+template <bool BF16>
+TC_DEVICE u32 mul2(u32 a, u32 c) {
+  return BF16 ? fma_bf16x2(a, c, 0x80008000u) : mul_f16x2(a, c);
+}
+
+// 0xFFFF in each half whose bit 15 is set in x, else 0 (PRMT sign replication)
+TC_DEVICE u32 half_mask(u32 x) { return prmt(x, 0u, 0xBB99u); }
+
+// word k of the bit string of N B-bit codes at src (bytes past the codes are not read)
+template <int B, int N>
+TC_DEVICE u32 word(const void* src, int k) {
+  constexpr int nbytes = (N * B + 7) / 8;
+  u32 w = 0;
+  if (4 * k + 4 <= nbytes) {  // (memcpy: the arrays are of other types; it stays in registers)
+    memcpy(&w, static_cast<const u8*>(src) + 4 * k, 4);
+    return w;
+  }
+  const u8* b = static_cast<const u8*>(src);
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (4 * k + j < nbytes) w |= u32(b[4 * k + j]) << (8 * j);
+  return w;
+}
+
+// code i (a compile-time constant once unrolled) of the bit string, in the low B bits
+template <int B, int N>
+TC_DEVICE u32 field(const void* src, int i) {
+  const int p = i * B, k = p >> 5, o = p & 31;
+  u32 x = word<B, N>(src, k) >> o;
+  if (o + B > 32) x = __funnelshift_r(word<B, N>(src, k), word<B, N>(src, k + 1), o);
+  return x & ((1u << B) - 1u);
+}
+
+// results j*2 and j*2+1 (one 16-bit value when j*2+1 is past the end)
+template <int N>
+TC_DEVICE void put2(void* dst, int j, u32 v) {
+  memcpy(static_cast<u8*>(dst) + 4 * j, &v, 2 * j + 1 < N ? 4 : 2);  // (little-endian)
+}
+
+// ---- integers ---------------------------------------------------------------------------------
+// pairs first..: each field biased to unsigned, under the magic (f16 1024, bf16 128: ulp 1)
+template <int B, bool SIGNED, bool BF16, int N>
+TC_DEVICE void int_pairs(const void* src, void* dst, int first) {
+  constexpr u32 magic = BF16 ? 0x4300u : 0x6400u, off = SIGNED ? 1u << (B - 1) : 0u;
+#pragma unroll
+  for (int j = first; j < (N + 1) / 2; ++j) {
+    const u32 x = field<B, N>(src, 2 * j) ^ off;
+    const u32 y = 2 * j + 1 < N ? field<B, N>(src, 2 * j + 1) ^ off : 0u;
+    put2<N>(dst, j, sub2<BF16>(x | (y << 16) | (magic * 0x10001u), (magic + off) * 0x10001u));
+  }
+}
+
+// 4 bytes of w -> f16: PRMT under 0x64, subtract 1024 (+128 for signed, after w ^ 0x80808080)
+template <bool SIGNED>
+TC_DEVICE void u8x4_f16(u32 w, u32* out) {
+  constexpr u32 mag = SIGNED ? 0x64806480u : 0x64006400u;
+  if (SIGNED) w ^= 0x80808080u;
+  out[0] = sub_f16x2(prmt(w, 0x64u, 0x4140u), mag);
+  out[1] = sub_f16x2(prmt(w, 0x64u, 0x4342u), mag);
+}
+
+// 4 bytes of w -> bf16: each byte in the mantissa of 2^23 (an f32), 2^23 (+128) subtracted,
+// two rounded (exactly) to a bf16x2
+template <bool SIGNED>
+TC_DEVICE void u8x4_bf16(u32 w, u32* out) {
+  constexpr float big = SIGNED ? 8388736.0f : 8388608.0f;
+  if (SIGNED) w ^= 0x80808080u;
+  float f[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) f[k] = __uint_as_float(prmt(w, 0x4B000000u, 0x7650u | k)) - big;
+  out[0] = pack_bfloat2(f[0], f[1]);
+  out[1] = pack_bfloat2(f[2], f[3]);
+}
+
+// 8 nibbles of w -> f16 (the 0x64006400 LOP3 trick, halves reordered by PRMT)
+template <bool SIGNED>
+TC_DEVICE void u4x8_f16(u32 w, u32* out) {
+  constexpr u32 lo = SIGNED ? 0x64086408u : 0x64006400u;  // 1024 (+8)
+  constexpr u32 hi = SIGNED ? 0xD480D480u : 0xD400D400u;  // -64 (-72)
+  if (SIGNED) w ^= 0x88888888u;
+  const u32 v = w >> 8;
+  u32 h0 = and_or(w, 0x000F000Fu, 0x64006400u), h1 = and_or(w, 0x00F000F0u, 0x64006400u);
+  u32 h2 = and_or(v, 0x000F000Fu, 0x64006400u), h3 = and_or(v, 0x00F000F0u, 0x64006400u);
+  h0 = sub_f16x2(h0, lo);  // (e0, e4)
+  h2 = sub_f16x2(h2, lo);  // (e2, e6)
+  h1 = fma_f16x2(h1, 0x2C002C00u, hi);  // (1024 + 16x) / 16 - 64: (e1, e5)
+  h3 = fma_f16x2(h3, 0x2C002C00u, hi);  // (e3, e7)
+  out[0] = prmt(h0, h1, 0x5410u);
+  out[1] = prmt(h2, h3, 0x5410u);
+  out[2] = prmt(h0, h1, 0x7632u);
+  out[3] = prmt(h2, h3, 0x7632u);
+}
+
+// 8 nibbles of w -> bf16: each nibble shifted down under 0x4300 (128 + x), one HFMA2 per pair
+template <bool SIGNED>
+TC_DEVICE void u4x8_bf16(u32 w, u32* out) {
+  constexpr u32 mag = SIGNED ? 0x43084308u : 0x43004300u;  // 128 (+8)
+  if (SIGNED) w ^= 0x88888888u;
+  u32 h[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    h[k] = sub2<true>(and_or(w >> (4 * k), 0x000F000Fu, 0x43004300u), mag);
+  out[0] = prmt(h[0], h[1], 0x5410u);  // h[k] holds (e_k, e_{k+4})
+  out[1] = prmt(h[2], h[3], 0x5410u);
+  out[2] = prmt(h[0], h[1], 0x7632u);
+  out[3] = prmt(h[2], h[3], 0x7632u);
+}
+
+// 32 / B codes of w (B = 1, 2) -> f16 / bf16: codes k and k + 16 / B in the halves of one word
+// (SHF + LOP3 under the magic), one subtraction per pair, PRMTs put the halves in order
+template <int B, bool SIGNED, bool BF16>
+TC_DEVICE void narrow_word(u32 w, u32* out) {
+  constexpr int H = 16 / B;  // pairs per word
+  constexpr u32 magic = BF16 ? 0x4300u : 0x6400u, off = SIGNED ? 1u << (B - 1) : 0u;
+  if (SIGNED) w ^= 0xAAAAAAAAu;  // (int2: the sign bit of every field)
+  u32 h[H];
+#pragma unroll
+  for (int k = 0; k < H; ++k)
+    h[k] = sub2<BF16>(and_or(w >> (B * k), ((1u << B) - 1u) * 0x10001u, magic * 0x10001u),
+                      (magic + off) * 0x10001u);
+#pragma unroll
+  for (int j = 0; j < H; ++j)
+    out[j] = 2 * j < H ? prmt(h[2 * j], h[2 * j + 1], 0x5410u)
+                       : prmt(h[2 * j - H], h[2 * j + 1 - H], 0x7632u);
+}
+
+template <int B, bool SIGNED, bool BF16, int N>
+TC_DEVICE void fast_cast_int(const void* src, void* dst) {
+  static_assert(B >= 1 && B <= 8, "1..8-bit integers");
+  constexpr int per = B == 8 || B == 4 || B == 2 || B == 1 ? 32 / B : 0;  // per whole word
+  constexpr int words = per ? N / per : 0;
+#pragma unroll
+  for (int k = 0; k < words; ++k) {
+    const u32 w = word<B, N>(src, k);
+    u32 out[16];  // per / 2 result words
+    if (B == 8) BF16 ? u8x4_bf16<SIGNED>(w, out) : u8x4_f16<SIGNED>(w, out);
+    else if (B == 4) BF16 ? u4x8_bf16<SIGNED>(w, out) : u4x8_f16<SIGNED>(w, out);
+    else narrow_word<B, SIGNED, BF16>(w, out);
+#pragma unroll
+    for (int q = 0; q < per / 2; ++q) put2<N>(dst, k * per / 2 + q, out[q]);
+  }
+  if (B == 8 && BF16) {  // the tail: 128 + x overflows the bf16 magic's binade, so through f32
+#pragma unroll
+    for (int i = words * per; i < N; ++i) {
+      const u32 x = field<B, N>(src, i) ^ (SIGNED ? 0x80u : 0u);
+      const float f = __uint_as_float(0x4B000000u | x) - (SIGNED ? 8388736.0f : 8388608.0f);
+      const u16 h = static_cast<u16>(pack_bfloat2(f, 0.0f));
+      memcpy(static_cast<u8*>(dst) + 2 * i, &h, 2);
+    }
+  } else {
+    int_pairs<B, SIGNED, BF16, N>(src, dst, words * per / 2);
+  }
+}
+
+// ---- floats -----------------------------------------------------------------------------------
+// codes 2j, 2j+1 at the top of the halves of one word (B = 8: by PRMT from the source word)
+template <int B, int N>
+TC_DEVICE u32 top_pair(const void* src, int j) {
+  if (B == 8) return prmt(word<8, N>(src, j / 2), 0u, j % 2 ? 0x3424u : 0x1404u);
+  const u32 y = 2 * j + 1 < N ? field<B, N>(src, 2 * j + 1) << (32 - B) : 0u;
+  return (field<B, N>(src, 2 * j) << (16 - B)) | y;
+}
+
+template <int E, int M, int SPECIAL, bool BF16, int N>
+TC_DEVICE void fast_cast_float(const void* src, void* dst) {
+  constexpr int B = 1 + E + M, ED = BF16 ? 8 : 5, MD = BF16 ? 7 : 10;
+  constexpr int BIAS = (1 << (E - 1)) - 1, BIASD = BF16 ? 127 : 15;
+  static_assert(B <= 8 && E <= ED && M <= MD, "a 1..8-bit float narrower than the result");
+  static_assert(BF16 || E <= 4 || (E == 5 && SPECIAL == 2), "f16 holds E <= 4 and e5m2 exactly");
+  constexpr u32 keep = (((1u << (B - 1)) - 1u) << (MD - M)) * 0x10001u;  // exponent + mantissa
+  constexpr u32 scale = u32((BIASD - BIAS) + BIASD) << MD;                // 2^(BIASD - BIAS)
+  constexpr u32 mag = (((1u << (B - 1)) - 1u) << (16 - B)) * 0x10001u;   // |code| at the top
+  constexpr u32 one = (1u << (16 - B)) * 0x10001u;                         // its last bit
+  constexpr u32 expo = (((1u << E) - 1u) << (15 - E)) * 0x10001u;         // its exponent
+  constexpr u32 nan = BF16 ? 0x7FC07FC0u : 0x7E007E00u, inf = BF16 ? 0x7F807F80u : 0x7C007C00u;
+  // what the trick makes of the largest magnitude (a normal number): its exponent moved up by
+  // the biases' difference
+  constexpr u32 most = (keep & 0xFFFFu) + (u32(BIASD - BIAS) << MD), most2 = most * 0x10001u;
+#pragma unroll
+  for (int j = 0; j < (N + 1) / 2; ++j) {
+    const u32 p = top_pair<B, N>(src, j);
+    u32 r = p;  // e5m2 -> f16: the code is the f16's top byte already
+    if (ED != E) r = mul2<BF16>(((p >> (ED - E)) & keep) | (p & 0x80008000u), scale * 0x10001u);
+    if (SPECIAL == 1) {  // the all-ones magnitude is NaN
+      const u32 m = half_mask((p & mag) + one);
+      r ^= m & (most2 ^ nan);
+    } else if (SPECIAL == 2) {  // all-ones exponent: inf (mantissa 0) or NaN
+      const u32 special = half_mask((p & mag) + (0x80008000u - expo));
+      const u32 isnan = half_mask((p & mag) + (0x80008000u - expo - one));
+      r = (r & ~(special & 0x7FFF7FFFu)) | (special & inf) | (isnan & nan);
+    }
+    put2<N>(dst, j, r);
+  }
+}
+
+}  // namespace fast
+
+using fast::fast_cast_float;
+using fast::fast_cast_int;
+
+}  // namespace tc
