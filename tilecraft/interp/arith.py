@@ -21,6 +21,8 @@ import numpy as np
 from tilecraft import dtypes as dt
 from tilecraft.ir.expr import promote
 
+from .minmax import maximum, minimum
+
 
 def int_value(value: int, t: dt.DataType):
     """The integer constant `value` as a numpy scalar of `t`, wrapped to its width."""
@@ -71,9 +73,9 @@ def arith(op: str, a: np.ndarray, b: np.ndarray, is_float: bool) -> np.ndarray:
     if op == "%":
         return float_floormod(a, b) if is_float else np.mod(a, b)
     if op == "min":
-        return np.minimum(a, b)
+        return minimum(a, b)
     if op == "max":
-        return np.maximum(a, b)
+        return maximum(a, b)
     return {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
             "<<": np.left_shift, ">>": np.right_shift}[op](a, b)
 

@@ -4,7 +4,7 @@ A reduction computes in its accumulator dtype (the CUDA emitter's rule, emit_red
 integers exactly in the wider of src and dst, sums wrapping modulo 2^bits like the GPU's, and
 abs wrapping too (abs(-128) is -128 in int8); floats in float32 (float64 when either side is),
 with sums added in float64 and rounded once (the GPU's order of additions is unspecified).
-max/min propagate NaN; their identities are the type's lowest/highest (-inf/+inf).
+max/min propagate NaN and order signed zeros (-0.0 < +0.0, as PTX max/min); their identities are the type's lowest/highest (-inf/+inf).
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from tilecraft import dtypes as dt
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import CumSum, Reduce
 
+from ..minmax import max_along, maximum, min_along, minimum
 from ..values import np_type, store_cast
 from . import rule
 from .common import read, write
 
-_BASE = {"sum": np.sum, "abssum": np.sum, "max": np.max, "absmax": np.max, "min": np.min}
-_COMBINE = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum,
-            "min": np.minimum}
+_BASE = {"sum": np.sum, "abssum": np.sum, "max": max_along, "absmax": max_along,
+         "min": min_along}
+_COMBINE = {"sum": np.add, "abssum": np.add, "max": maximum, "absmax": maximum, "min": minimum}
 
 
 def accumulator_dtype(src: dt.DataType, dst: dt.DataType) -> dt.DataType:

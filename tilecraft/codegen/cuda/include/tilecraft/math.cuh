@@ -192,7 +192,8 @@ template <> TC_DEVICE __nv_bfloat16 floormod<__nv_bfloat16>(__nv_bfloat16 a, __n
 #endif
 
 // T.max / T.min and reduce_max/min: NaN-propagating (numpy.maximum, torch.maximum): if either
-// operand is NaN the result is NaN. One instruction on sm_80+ (max.NaN / min.NaN).
+// operand is NaN the result is NaN; -0.0 < +0.0 (interp/minmax.py). One instruction on sm_80+
+// (max.NaN / min.NaN).
 // Integers: CUDA's max/min (IMNMX) on the promoted type; a ternary on 8/16-bit values made ptxas
 // spill where the intrinsic did not.
 // Signed 32-bit (and 8/16-bit, promoted) go through PTX max.s32/min.s32: NVRTC 13.0 folds a
@@ -227,11 +228,13 @@ template <> TC_DEVICE float minimum<float>(float a, float b) {
   asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;
 }
+// (b NaN: the comparisons fail and b is the result; zeros of both signs: -0.0 < +0.0, as the
+// f32/f16 instructions order them)
 template <> TC_DEVICE double maximum<double>(double a, double b) {
-  return (a > b || a != a) ? a : b;  // b NaN: the comparison fails and b is the result
+  return (a > b || a != a || (a == b && signbit(b))) ? a : b;
 }
 template <> TC_DEVICE double minimum<double>(double a, double b) {
-  return (a < b || a != a) ? a : b;
+  return (a < b || a != a || (a == b && signbit(a))) ? a : b;
 }
 template <> TC_DEVICE __half maximum<__half>(__half a, __half b) { return __hmax_nan(a, b); }
 template <> TC_DEVICE __half minimum<__half>(__half a, __half b) { return __hmin_nan(a, b); }
