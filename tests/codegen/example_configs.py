@@ -37,6 +37,8 @@ LOWBIT_CONFIGS = [
     ("tilus_weight_transform_uint3", "tilus_weight_transform", "transform_b", (64, 64, "uint3"),
      {}),
     ("tilus_weight_restore_int6", "tilecraft.quant.kernels", "restore_b", (64, 64, "int6"), {}),
+    *[(f"dequant_gemm_{t}", "dequant_gemm", "dequant_matmul", (1024, 1024, 2048, t), {})
+      for t in ("uint4", "int4")],
 ]
 
 

@@ -84,3 +84,15 @@ def test_pack_weight_on_the_gpu_gives_the_bytes_of_the_reference():
     layout = tilecraft.quant.weight_layout("int6")
     expected = pack_weight_tiles(codes.cpu().numpy(), 6, layout)
     assert packed.is_cuda and (packed.cpu().numpy() == expected).all()
+
+
+@pytest.mark.parametrize("wtype", ["uint4", "int4"])
+def test_the_tilelang_dequantizing_gemm_matches_the_reference_and_uses_the_fast_cast(device,
+                                                                                    wtype):
+    import dequant_gemm
+
+    M, N, K = (128, 128, 128) if device == "cpu" else (1024, 512, 2048)
+    assert dequant_gemm.run(M, N, K, wtype, device) < TOL
+    if device == "cuda":
+        assert "tc::fast_cast_int" in dequant_gemm.dequant_matmul(M, N, K, wtype) \
+            .get_kernel_source()
