@@ -134,7 +134,6 @@ class JITPolymorphic(JITFactory):
         """Per parameter: ("tensor", shape, dtype) for a bare T.Tensor, ("named", sizes) for
         a T.Tensor with named dims, None otherwise. Checks the named dims agree."""
         from tilecraft.args import arg_dtype, is_torch
-
         from tilecraft.runtime.params import packed_dtype
 
         anns = self._annotation_map()

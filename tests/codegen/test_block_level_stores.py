@@ -12,9 +12,8 @@ import torch
 
 import tilecraft
 import tilecraft.language as T
-from tilecraft.codegen.cuda.build import generate_cuda
-
 from tests.codegen.test_index64_multidim import corner, corner_reference
+from tilecraft.codegen.cuda.build import generate_cuda
 
 
 def _body(factory) -> str:

@@ -3,11 +3,10 @@
 import re
 
 import pytest
+from example_configs import CONFIGS, LOWBIT_CONFIGS, make
 
 from tilecraft.codegen.cuda.build import generate_cuda
 from tilecraft.diagnostics import TilecraftError
-
-from example_configs import CONFIGS, LOWBIT_CONFIGS, make
 
 nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
 

@@ -8,9 +8,8 @@ import torch
 
 import tilecraft
 import tilecraft.language as T
-from tilecraft.codegen.cuda.build import generate_cuda
-
 from tests.codegen.test_block_level_stores import _syncs_between
+from tilecraft.codegen.cuda.build import generate_cuda
 
 N = 1024
 

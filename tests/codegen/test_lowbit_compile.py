@@ -5,6 +5,7 @@ the packing rule, the printed forms (whole-byte stores, compare-and-swap, words)
 refusals, and every type compiling through NVRTC for sm_80 and sm_90a in both language levels
 (parameter, shared tile, fragment, register tensor, local array) with no spills."""
 
+import lowbit_host as host
 import numpy as np
 import pytest
 
@@ -14,8 +15,6 @@ from tilecraft.codegen.block_cuda.subbyte import whole_bytes
 from tilecraft.codegen.cuda.build import generate_cuda
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.layout import local, replicate, spatial
-
-import lowbit_host as host
 
 PACKED = [t.name for t in host.FLOATS + host.INTS]
 ARCHS = ["sm_80", "sm_90a"]

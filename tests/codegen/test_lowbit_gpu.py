@@ -5,6 +5,7 @@ every code of every type cast to float16, bfloat16 and float32, a float32 sweep 
 subnormals, out of range, NaN) cast to every type, and the element-wise cast path with the fast
 casts turned off."""
 
+import lowbit_host as host
 import numpy as np
 import pytest
 
@@ -12,8 +13,6 @@ import tilecraft
 import tilecraft.language as T
 from tilecraft import dtypes
 from tilecraft.layout import local, spatial
-
-import lowbit_host as host
 
 PACKED = [t.name for t in host.FLOATS + host.INTS]
 pytestmark = pytest.mark.gpu
@@ -176,7 +175,6 @@ def test_a_float32_sweep_casts_to_every_type_like_the_interpreter(dt):
                                 "float8_e4m3", "float6_e3m2", "float4_e2m1", "float3_e1m1"])
 def test_the_element_wise_cast_path_matches_the_interpreter(dt, monkeypatch):
     """The register casts of `to_floats` with every fast cast turned off (the printer's hook)."""
-    torch = _torch()
     from tilecraft.codegen.block_cuda.printer import BlockPrinter
     from tilecraft.codegen.cuda.build import build_cuda_kernel
 

@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 import torch
 
+from tests.interp import semantics_kernels as K
+from tests.interp.semantics_kernels import INT_RANGES, nan_inputs, reduce_inputs, run_wrapping
 from tilecraft.codegen.cuda.build import generate_cuda
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import Reduce
 from tilecraft.ir.visitor import walk
-
-from tests.interp import semantics_kernels as K
-from tests.interp.semantics_kernels import INT_RANGES, nan_inputs, reduce_inputs, run_wrapping
 
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
           "bfloat16", "float32", "float64"]

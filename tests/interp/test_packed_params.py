@@ -13,7 +13,6 @@ from tilecraft import dtypes, interp
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.interp.packed import PackedArray
 
-
 rng = np.random.default_rng(0)
 SUBBYTE = ["uint1", "uint2", "uint3", "int2", "int3", "uint4", "int4", "int5", "uint6", "int6",
            "uint7", "int7", "float3_e1m1", "float4_e2m1", "float5_e2m2", "float6_e2m3",

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilecraft.ir import (Allocate, Buffer, BufferLoad, BufferStore, KernelLaunch, ParallelLoop,
-                          PrimFunc, TileOp)
+from tilecraft.ir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    KernelLaunch,
+    ParallelLoop,
+    PrimFunc,
+    TileOp,
+)
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from .instructions import Instruction

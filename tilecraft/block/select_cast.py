@@ -17,7 +17,8 @@ kernels converting 64 and 128 elements per thread; the same on sm_80 and sm_90a)
            (3.3-3.7); float8 NaN (and e5m2 inf) fixed up: e4m3 4.7, e5m2 4.7 (f16) / 6.7 (bf16);
            f16 for exponent widths <= 4 and float8_e5m2, bf16 for all
 Elements past the last whole word (a local size that is not a multiple of the group) go by
-pairs (the field form; 8-bit ints to bf16 one by one through f32). Every kind is bit-exact with the interpreter (tests/codegen).
+pairs (the field form; 8-bit ints to bf16 one by one through f32). Every kind is bit-exact
+with the interpreter (tests/codegen).
 
 The plan is recorded by `select_instructions` (select.py); None (any other pair: f32 results,
 16/32-bit sources, ...) leaves the element-wise `tc::cast` of the printer.

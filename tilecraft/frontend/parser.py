@@ -18,9 +18,20 @@ import ast
 import builtins
 
 from tilecraft.diagnostics import TilecraftError, at_span
-from tilecraft.ir import (Buffer, BufferLoad, BufferRegion, BufferStore, Const, Evaluate,
-                          KernelLaunch, LetStmt, PrimFunc, Var, as_expr, cast)
-
+from tilecraft.ir import (
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    Const,
+    Evaluate,
+    KernelLaunch,
+    LetStmt,
+    PrimFunc,
+    Var,
+    as_expr,
+    cast,
+)
 from tilecraft.language.surface import check_call
 
 from .builder import Builder, KernelFrameInfo, building, seq

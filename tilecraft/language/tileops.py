@@ -12,8 +12,21 @@ import difflib
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
 from tilecraft.frontend.expressions import tile_operand
-from tilecraft.ir import (Atomic, Buffer, BufferLoad, BufferRegion, Copy, CumSum, Expr, Fill, Gemm,
-                          GemmWarpPolicy, Reduce, as_expr, cast)
+from tilecraft.ir import (
+    Atomic,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    Copy,
+    CumSum,
+    Expr,
+    Fill,
+    Gemm,
+    GemmWarpPolicy,
+    Reduce,
+    as_expr,
+    cast,
+)
 from tilecraft.ir.buffer import _check_static_start
 from tilecraft.ir.expr import Const
 from tilecraft.ir.tileops import REDUCE_KINDS

@@ -22,8 +22,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .params import (Param, ScalarParam, TensorMapParam, TensorParam, storage_dtype,
-                     takes_bytes, torch_dtype)
+from .params import (
+    Param,
+    ScalarParam,
+    TensorMapParam,
+    TensorParam,
+    storage_dtype,
+    takes_bytes,
+    torch_dtype,
+)
 
 if TYPE_CHECKING:
     from .args import ArgChecker

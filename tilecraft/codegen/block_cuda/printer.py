@@ -53,7 +53,6 @@ from .tma import TmaPrinter
 from .transfer import TransferPrinter
 from .wgmma import WgmmaPrinter
 
-
 #: the instructions printed for tensors of packed types (the others refuse them: TC502)
 PACKED_OK = frozenset({"AllocateRegister", "AllocateShared", "ViewGlobal", "LoadGlobal",
                        "LoadShared", "StoreGlobal", "StoreShared", "CopyAsync", "SharedSlice",

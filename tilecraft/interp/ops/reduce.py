@@ -4,7 +4,8 @@ A reduction computes in its accumulator dtype (the CUDA emitter's rule, emit_red
 integers exactly in the wider of src and dst, sums wrapping modulo 2^bits like the GPU's, and
 abs wrapping too (abs(-128) is -128 in int8); floats in float32 (float64 when either side is),
 with sums added in float64 and rounded once (the GPU's order of additions is unspecified).
-max/min propagate NaN and order signed zeros (-0.0 < +0.0, as PTX max/min); their identities are the type's lowest/highest (-inf/+inf).
+max/min propagate NaN and order signed zeros (-0.0 < +0.0, as PTX max/min); their
+identities are the type's lowest/highest (-inf/+inf).
 """
 
 from __future__ import annotations
