@@ -182,19 +182,6 @@ def test_packed_bytes_of_the_wrong_count_are_tc609_at_the_parameter():
 
 
 # ---- through the jit (the runtime's argument checks) -------------------------------------------
-def _runtime_takes_packed_bytes() -> bool:
-    from tilecraft.args import bind_arguments
-
-    try:
-        bind_arguments(widen, [np.zeros(64, np.uint8), np.zeros((8, 16), np.int32)])
-    except TilecraftError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _runtime_takes_packed_bytes(),
-                    reason="the runtime's checker does not take packed bytes yet (issue 12, "
-                    "host side: tilecraft/runtime)")
 def test_a_jit_kernel_on_the_interpreter_takes_torch_uint8_bytes():
     import torch
 

@@ -154,3 +154,42 @@ def test_a_view_of_something_that_is_not_a_register_tensor_is_tc603_at_its_line(
 
     err = _error(build)
     assert err.code == "TC603" and "# ERR" in err.span.source_line()
+
+
+@tilecraft.jit
+def tile_level_view_global(whole=True):
+    """T.view_global at the tile level: the viewed tensor in T.copy, whole or from a corner."""
+
+    @T.prim_func
+    def k(W8: T.Tensor((96,), "uint8"), C: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            W = T.view_global(W8, dtype="int6", shape=[8, 16])
+            wf = T.alloc_fragment((8, 16), "int6")
+            if whole:
+                T.copy(W, wf)
+            else:
+                T.copy(W[0, 0], wf)
+            for i, j in T.Parallel(8, 16):
+                C[i, j] = T.cast(wf[i, j], "float32") * 0.5
+
+    return k
+
+
+def _tile_level_view_global(whole: bool, device: str):
+    codes = np.random.default_rng(3).integers(0, 64, 128).astype(np.uint8)
+    w8 = torch.from_numpy(dtypes.pack(codes, "int6")).to(device)
+    c = torch.full((8, 16), float("nan"), device=device)
+    tile_level_view_global(whole)(w8, c)
+    want = dtypes.resolve("int6").to_float(codes).reshape(8, 16).astype(np.float32) * 0.5
+    np.testing.assert_array_equal(c.cpu().numpy(), want)
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_view_global_tensor_is_a_tile_op_operand(whole):
+    _tile_level_view_global(whole, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_view_global_tensor_is_a_tile_op_operand_on_the_gpu(whole):
+    _tile_level_view_global(whole, "cuda")

@@ -50,11 +50,17 @@ def _register_tensor(v) -> bool:
     return type(v).__name__ == "RegisterTensor" and type(v).__module__ == "tilecraft.block.tensors"
 
 
+def _block_tensor(v, kind: str) -> bool:
+    """A Tilus-level tensor of class `kind` (tilecraft/block), without importing the block IR."""
+    return type(v).__name__ == kind and type(v).__module__ == "tilecraft.block.tensors"
+
+
 def tile_operand(v):
     """A Tilus register tensor used by a tile-level statement (a tile op's operand, an index in
     T.Parallel) is the fragment buffer it stores, whose layout is the tensor's: every block
-    instruction naming it fixes that layout for inference (strict). Anything else unchanged."""
-    return v.buffer if _register_tensor(v) else v
+    instruction naming it fixes that layout for inference (strict). A global tensor of
+    `T.view_global` is the global buffer it names. Anything else unchanged."""
+    return v.buffer if _register_tensor(v) or _block_tensor(v, "GlobalTensor") else v
 
 
 def scalar_of(v):

@@ -76,7 +76,8 @@ class ComputePrinter(MmaPrinter):
     def _View(self, s) -> None:
         """Each thread's bits, relabelled: a byte copy between its register arrays (the verifier
         checked the bits per thread are equal; the compiler keeps it in registers). Packed
-        arrays are whole words, at least as long as the bits copied."""
+        arrays are whole words, at least as long as the bits copied; bytes past them stay as
+        declared (zero): nothing reads bits past an array's last element."""
         from .subbyte import nbytes
 
         n = nbytes(s.src.layout.local_size, s.src.dtype.bits)

@@ -71,6 +71,9 @@ TC_DEVICE void atomic_set_bits(u32* w, u32 mask, u32 bits) {
 
 // Element i of the global or shared tensor at p := code, race-free with threads writing other
 // bits of the same bytes: a compare-and-swap loop on the aligned 32-bit word(s) holding it.
+// The word may reach up to 3 bytes before or after the tensor; the loop writes them back
+// unchanged, and they are always mapped: shared tiles take whole 16-byte units of the arena
+// (block/smem_plan.py) and device allocations are padded (at least 256-byte granules).
 template <int B, class I> TC_DEVICE void bits_store_atomic(u8* p, I i, u32 code) {
   const I bit = i * B;
   const unsigned long long at = reinterpret_cast<unsigned long long>(p + (bit >> 3));
