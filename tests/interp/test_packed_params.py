@@ -193,3 +193,32 @@ def test_a_jit_kernel_on_the_interpreter_takes_torch_uint8_bytes():
                                   dtypes.pack(dtypes.int6.encode(a.numpy()), "int6"))
 
 
+
+
+@tilecraft.jit(target="interp")
+@T.prim_func
+def widened_abs(A: T.Tensor((16,), "int4"), C: T.Tensor((16,), "int32")):
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.Parallel(16):
+            C[i] = T.cast(T.abs(A[i]), "int32")
+
+
+def test_abs_of_a_sub_byte_int_wraps_to_its_width_before_widening():
+    codes = np.arange(16).astype(np.uint8)  # int4 values 0..7, -8..-1
+    c = np.zeros(16, np.int32)
+    widened_abs(dtypes.pack(codes, "int4"), c)
+    values = dtypes.int4.to_float(codes).astype(np.int32)
+    np.testing.assert_array_equal(c, np.where(values == -8, -8, np.abs(values)))
+
+
+@pytest.mark.gpu
+def test_abs_of_a_sub_byte_int_wraps_on_the_gpu_as_on_the_interpreter():
+    import torch
+
+    kernel = tilecraft.jit(widened_abs.func)
+    codes = np.arange(16).astype(np.uint8)
+    packed = torch.from_numpy(dtypes.pack(codes, "int4"))
+    cpu, gpu = torch.zeros(16, dtype=torch.int32), torch.zeros(16, dtype=torch.int32).cuda()
+    widened_abs(packed.numpy(), cpu.numpy())
+    kernel(packed.cuda(), gpu)
+    assert torch.equal(cpu, gpu.cpu())

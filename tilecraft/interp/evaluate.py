@@ -114,8 +114,9 @@ class Evaluator:
     def call(self, e: Call):
         args = [self.eval(a) for a in e.args]
         t = compute_type(e.dtype)
-        if e.op == "abs":
-            return np.abs(args[0])
+        if e.op == "abs":  # (a sub-byte int wraps like the GPU's: abs(int4 -8) is -8)
+            r = np.abs(args[0])
+            return store_cast(e.dtype, r) if e.dtype.is_integer and not e.dtype.is_standard else r
         ft = np.float64 if e.dtype.name == "float64" else np.float32  # as the GPU computes
         if e.op == "pow":
             with np.errstate(all="ignore"):
