@@ -45,48 +45,45 @@ def tidy_line(line: str) -> str:
         code = new
 
 
+def _outside_literals(text: str):
+    """(position, character) of the characters of `text` outside string and char literals."""
+    quote = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote is not None:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        else:
+            yield i, c
+        i += 1
+
+
 def _split_comment(line: str) -> tuple[str, str]:
     """(code, `// comment`) of a line; quotes in the code hide what they contain."""
     if '"' not in line and "'" not in line:
         i = line.find("//")
         return (line, "") if i < 0 else (line[:i], line[i:])
-    quote = None
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if quote is not None:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-        elif line.startswith("//", i):
+    for i, _ in _outside_literals(line):
+        if line.startswith("//", i):
             return line[:i], line[i:]
-        i += 1
     return line, ""
 
 
 def _pairs(code: str) -> list[tuple[int, int]]:
     """Matching (open, close) positions of the parentheses outside literals; [] if unbalanced."""
-    stack, pairs, quote = [], [], None
-    i = 0
-    while i < len(code):
-        c = code[i]
-        if quote is not None:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-        elif c == "(":
+    stack, pairs = [], []
+    for i, c in _outside_literals(code):
+        if c == "(":
             stack.append(i)
         elif c == ")":
             if not stack:
                 return []
             pairs.append((stack.pop(), i))
-        i += 1
     return pairs if not stack else []
 
 
