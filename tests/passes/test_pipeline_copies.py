@@ -149,3 +149,26 @@ def test_a_slice_needs_leading_strides_that_are_whole_swizzle_periods():
 def _line_of(marker: str) -> int:
     lines = Path(__file__).read_text().splitlines()
     return next(i for i, ln in enumerate(lines, 1) if marker in ln and "_line_of" not in ln)
+
+
+@pytest.mark.parametrize("target", [A100_SXM, H100_SXM], ids=["sm80", "sm90a"])
+def test_a_copy_indexed_by_a_let_of_the_loop_variable_is_still_pipelined(target):
+    """`kk = base + k` at the top of the body (a split-K slice): the copies qualify as
+    producers (the let is inlined into their offsets) and the loop runs in stages."""
+    @T.prim_func
+    def slice_sum(A: T.Tensor((64, 512), "float32"), B: T.Tensor((2, 64, 64), "float32")):
+        with T.Kernel(2, threads=128) as bs:
+            S = T.alloc_shared((64, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(4, num_stages=3):
+                kk = bs * 4 + k
+                T.copy(A[0, kk * 64], S)
+                for i, j in T.Parallel(64, 64):
+                    acc[i, j] += S[i, j] * (kk + 1)
+            T.copy(acc, B[bs, 0, 0])
+
+    program = lowered_program(lower(slice_sum, target))
+    assert any(isinstance(s, SharedSlice) for s in walk(program.body))
+    assert isinstance(_loop(program).body.stmts[0], CopyAsyncWaitGroup)
+    _same_as_interpreter(slice_sum, program)

@@ -32,7 +32,8 @@ read by the dot of k - 2, which `dot_wait_group(1)` at k - 1 completed before th
     dot_wait_group(0); copy_async_wait_group(0)
 
 A producer qualifies when its tile is written by nothing else in the loop and used nowhere
-outside it, and its offsets use only the loop variable and values defined outside the loop.
+outside it, and its offsets use only the loop variable and values defined outside the loop
+(the body's top-level lets before it are inlined: `kk = bs * n + ko` then `A[kk * 64]`).
 The synchronize orders the reuse of every stage (insert_barriers leaves the slices' stages to
 this pass). Loops that do not qualify keep their copies complete at once (correct, unpipelined).
 """
@@ -121,17 +122,25 @@ def _producers(loop: For, root: Stmt) -> list[_Producer]:
     stmts = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
     inner = {loop.var} | {x.var for x in walk(loop.body) if isinstance(x, (LetStmt, For))}
     out = []
+    lets: dict = {}  # the body's top-level lets before the copy, inlined (`kk = base + ko`)
     for i, c in enumerate(stmts[:-2]):
+        if isinstance(c, LetStmt):
+            lets[c.var] = substitute(c.value, lets) if lets else c.value
+            continue
         if not isinstance(c, CopyAsync):
             continue
         commit, wait = stmts[i + 1], stmts[i + 2]
         if not (isinstance(commit, CopyAsyncCommitGroup) and isinstance(wait, CopyAsyncWaitGroup)
                 and wait.n == 0):
             continue
-        used = {x for e in c.offset for x in walk_expr(e) if isinstance(x, Var)}
+        copy = c
+        if lets:
+            copy = dataclasses.replace(c, offset=tuple(simplify(substitute(e, lets))
+                                                       for e in c.offset))
+        used = {x for e in copy.offset for x in walk_expr(e) if isinstance(x, Var)}
         if (used & inner) - {loop.var}:
             continue
-        out.append(_Producer(c, (c, commit, wait)))
+        out.append(_Producer(copy, (c, commit, wait)))
     tiles = [p.copy.dst for p in out]
     if len(set(tiles)) != len(tiles):
         return []

@@ -2,7 +2,8 @@
 
 Requires: `legal`.  Guarantees (`pipelines`): for every pipelined loop with S >= 2, a
 PipelinePlan listing its *producers* — the global->shared copies of the loop body whose source
-depends only on the loop variable and values defined outside the loop — and the shared buffers
+depends only on the loop variable and values defined outside the loop (or lets of the body's top
+level computed from those) — and the shared buffers
 they fill, which get S stages. Everything else in the body is a consumer. Codegen then issues
 the producers of iteration k + S - 1 (cp.async, one commit group per iteration) while the
 consumers of iteration k run (Multistage schedule, as in CUTLASS / TileLang's pipeline).
@@ -31,6 +32,19 @@ def _defined_inside(loop: For) -> set[Var]:
         if isinstance(s, (LetStmt, For)):
             out.add(s.var)
     return out
+
+
+def _pure_lets(loop: For, inner: set[Var]) -> set[Var]:
+    """The body's top-level lets whose values use only the loop variable, values defined
+    outside the loop and earlier such lets (`kk = bs * n + ko`): a copy may use them (the
+    block-level pass inlines them into its offsets, passes/pipeline_copies.py)."""
+    pure: set[Var] = set()
+    for s in _top_level(loop.body):
+        if isinstance(s, LetStmt) and all(
+                x not in inner or x == loop.var or x in pure
+                for x in walk_expr(s.value) if isinstance(x, Var)):
+            pure.add(s.var)
+    return pure
 
 
 def _depends_only_on_outside(copy: Copy, inner: set[Var], loop_var: Var) -> bool:
@@ -90,6 +104,7 @@ def plan_pipeline(state: KernelState) -> None:
         if stages < 2:
             continue
         inner = _defined_inside(loop)
+        inner -= _pure_lets(loop, inner)
         producers, buffers = [], []
         written_elsewhere = set()
         top = {id(t) for t in _top_level(loop.body)}
