@@ -1,0 +1,104 @@
+"""The quantized matmul template (Tilus section 9): Y = X @ dequant(W).T for a weight of any
+type of 1 to 8 bits, from one kernel written in tilecraft's own language.
+
+The weight is the mma A operand ("swap AB": C^T = W X^T), so its dequantized tile never leaves
+the registers: each k step copies the packed bytes of a (BN, BK) weight tile and the (BM, BK)
+tile of X into shared memory (pipelined), loads the bytes with the uint8 layout, `view`s them
+as the weight type in the A operand layout, casts them to X's type, applies the group's scale
+(and zero) and multiplies with X's tile (mma.sync, or wgmma with A from registers on sm_90a).
+
+**Packed format** (what `pack_weight(codes, dtype, layout=pack_layout())` makes of the (N, K)
+codes): uint8 [N / 16, K / 64, 128 * bits], tile (i, j) = rows 16i.., columns 64j.. of W in the
+byte order of `pack_layout()` = `local(1, 4) * (mma A atom)` over one warp (4 * bits bytes per
+thread).
+
+`quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
+arguments first): it picks tile sizes (`choose_config`), builds the kernels once per shape and
+options (`_PLANS`) and, with split-K, adds the partial sums by a second kernel (`qmm_reduce`).
+The kernel itself is qmm_kernel.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilecraft.layout import Fragment, local
+from tilecraft.layout.atoms import MMA_M16N8K16_F16
+
+PACK_TILE = (16, 64)  # (rows of W = output channels, columns of W = K) per packed tile
+
+
+def pack_layout() -> Fragment:
+    """The register layout of one packed (16, 64) weight tile: a warp's mma A operand, four
+    k16 steps side by side."""
+    return local(1, 4) * MMA_M16N8K16_F16.a
+
+
+def packed_shape(n: int, k: int, bits: int) -> tuple[int, int, int]:
+    """The shape of the packed bytes of an (n, k) weight of `bits`-bit codes."""
+    return n // PACK_TILE[0], k // PACK_TILE[1], PACK_TILE[0] * PACK_TILE[1] * bits // 8
+
+
+def choose_config(M: int, N: int, K: int, bits: int, group: int) -> dict:
+    """Tile sizes for one call, chosen by measurement on an H100 (benchmarks/NOTES.md,
+    "Session 10"). Decode (M <= 16): 4 warps of two 16-row weight tiles each (128 channels a
+    block), tokens padded to 8 or 16, K split until the blocks number about 200 (split-K adds
+    a reduction kernel). Larger M: 8 warps of one 16-row tile each, 128 tokens (64 for
+    M <= 64), k steps of 64, on wgmma with the weight from registers on sm_90a."""
+    if M > 16:
+        cfg = dict(BM=64 if M <= 64 else 128, warps=8, rows=1, BK=64, stages=3, split=1)
+        while N % (16 * cfg["warps"]):
+            cfg["warps"] //= 2
+        return cfg
+    BM = 8 if M <= 8 else 16
+    warps, rows, BK, stages = 4, 2, 128, 4
+    while N % (16 * warps * rows):
+        rows, warps = (rows // 2, warps) if rows > 1 else (rows, warps // 2)
+    while K % BK:
+        BK //= 2
+    split, blocks = 1, N // (16 * warps * rows)
+    while (blocks * split < 200 and K % (2 * split * BK) == 0 and K // (2 * split) >= 4 * BK
+           and (K // (2 * split)) % group in (0, K // (2 * split))):
+        split *= 2
+    return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split)
+
+
+_PLANS: dict = {}  # (shapes, types, options) -> (kernel, reduce kernel or None, split)
+
+
+def _plan(key: tuple, config: dict | None) -> tuple:
+    from tilecraft.quant.qmm_kernel import qmm_kernel, qmm_reduce
+
+    M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias = key[:10]
+    cfg = dict(choose_config(M, N, K, bits, group), **(config or {}))
+    kernel = qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias, **cfg)
+    split = cfg["split"]
+    reducer = qmm_reduce(M, N, split, xtype, has_bias) if split > 1 else None
+    _PLANS[key] = plan = (kernel, reducer, split)
+    return plan
+
+
+def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = None) -> Any:
+    """x (M, K) @ dequant(qweight).T (+ bias) -> (M, N) in x's dtype, by the template
+    (qmm_kernel.py): `x` contiguous f16/bf16, `qweight` a QuantizedWeight, `bias` (N,) or
+    None (checked by the caller, tilecraft.quant.matmul). `config` overrides tile sizes."""
+    import torch
+
+    M, K = x.shape
+    N = qweight.shape[0]
+    has_zeros, has_bias = qweight.zeros is not None, bias is not None
+    xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
+    key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
+           0 if has_zeros else qweight.zero_point, has_zeros, has_bias,
+           tuple(sorted(config.items())) if config else None)
+    kernel, reducer, split = _PLANS.get(key) or _plan(key, config)
+    y = torch.empty(M, N, dtype=x.dtype, device=x.device)
+    p = torch.empty((split, M, N) if split > 1 else (1, 1, 1), dtype=torch.float32,
+                    device=x.device)
+    s = qweight.scales.to(x.dtype).contiguous()
+    z = qweight.zeros.to(x.dtype).contiguous() if has_zeros else s
+    b = bias.to(x.dtype).contiguous() if has_bias else s.view(-1)[:N]  # (unread without bias)
+    kernel(x, qweight.packed.view(N // 16, -1), s, z, b, y, p)
+    if reducer is not None:
+        reducer(p, b, y)
+    return y

@@ -1,0 +1,105 @@
+"""The quantized matmul template (tilecraft/quant/qmm.py describes it and the packed format).
+
+(No `from __future__ import annotations` here: the kernel's parameter annotations name values of
+the enclosing factory, which must stay real closure variables.)
+"""
+
+import tilecraft
+import tilecraft.language as T
+from tilecraft.dtypes import resolve
+from tilecraft.layout import Fragment, local, spatial
+from tilecraft.quant.qmm import pack_layout
+
+
+def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
+    """The uint8 layout that loads `rows` packed tiles per warp: (warps * rows, 128 * bits)
+    bytes, each tile's 4 * bits bytes per thread in 16-, 8- or 4-byte vectors."""
+    n = 4 * bits  # bytes per thread
+    n1 = 16 if n % 16 == 0 else (8 if n % 8 == 0 else 4)
+    return spatial(warps, 1) * local(rows, 1) * local(1, n // n1).spatial(1, 32).local(1, n1)
+
+
+@tilecraft.jit
+def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
+               has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1):
+    """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
+    Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
+    bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them)."""
+    bits = resolve(wtype).bits
+    BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
+    r = BK // 64
+    steps = list(range(r))  # the 64-column sub-tiles of a k step
+    G = K // group
+    KS = K // split  # the K slice of one block
+    GS = min(G, KS // group + 2)  # the groups a slice touches (at most)
+    tile_bytes = 128 * bits
+    w_layout = spatial(warps, 1) * local(rows, 1) * pack_layout()  # (BN, 64): the mma A operand
+    u_layout = byte_layout(warps, rows, bits)
+    s_layout = w_layout.reduce(1, keepdim=True)  # a row's scale, where the row's elements are
+    p_shape = (split, M, N) if split > 1 else (1, 1, 1)  # partial sums (unused when split = 1)
+
+    @T.prim_func
+    def qmm(X: T.Tensor((M, K), xtype), Wp: T.Tensor((N // 16, K // 64 * tile_bytes), "uint8"),
+            S: T.Tensor((N, G), xtype), Z: T.Tensor((N, G), xtype), B: T.Tensor((N,), xtype),
+            Y: T.Tensor((M, N), xtype), P: T.Tensor(p_shape, "float32")):
+        with T.Kernel(N // BN, T.ceildiv(M, BM), split, threads=32 * warps) as (bn, bm, bs):
+            X_s = T.alloc_shared((BM, BK), xtype)
+            W_s = T.alloc_shared((BN // 16, r * tile_bytes), "uint8")
+            S_s = T.alloc_shared((BN, GS), xtype)  # the slice's scales (and zeros), read each step
+            Z_s = T.alloc_shared((BN, GS if has_zeros else 1), xtype)
+            acc = T.alloc_fragment((BN, BM), "float32")
+            g0 = bs * KS // group
+            T.copy(S[bn * BN, g0], S_s)
+            if has_zeros:
+                T.copy(Z[bn * BN, g0], Z_s)
+            T.clear(acc)
+            for k in T.Pipelined(KS // BK, num_stages=stages):
+                kk = bs * (KS // BK) + k
+                T.copy(X[bm * BM, kk * BK], X_s)
+                T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s)
+                for j in steps:  # a Python list: unrolled at parse time (constant offsets)
+                    wb = T.load_shared(W_s, layout=u_layout, offset=[0, j * tile_bytes])
+                    w = T.cast(T.view(wb, dtype=wtype, layout=w_layout), xtype)
+                    g = (kk * BK + j * 64) // group - g0
+                    s = T.load_shared(S_s, layout=s_layout, offset=[0, g])
+                    if has_zeros:
+                        w = (w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])) * s
+                    elif zero != 0:
+                        w = (w - zero) * s
+                    else:
+                        w = w * s
+                    T.gemm(w, X_s[:, j * 64:(j + 1) * 64], acc, transpose_B=True,
+                           policy=T.GemmWarpPolicy.FullRow)
+            for i, t in T.Parallel(BN, BM):
+                if bm * BM + t < M:
+                    if split > 1:
+                        P[bs, bm * BM + t, bn * BN + i] = acc[i, t]
+                    elif has_bias:
+                        Y[bm * BM + t, bn * BN + i] = acc[i, t] + B[bn * BN + i]
+                    else:
+                        Y[bm * BM + t, bn * BN + i] = acc[i, t]
+
+    return qmm
+
+
+@tilecraft.jit
+def qmm_reduce(M, N, split, xtype="float16", has_bias=False):
+    """Y = sum over the split of P (+ B), in X's type: the second kernel of a split-K run."""
+    BL = 256 if N % 256 == 0 else 64
+
+    @T.prim_func
+    def reduce(P: T.Tensor((split, M, N), "float32"), B: T.Tensor((N,), xtype),
+               Y: T.Tensor((M, N), xtype)):
+        with T.Kernel(N // BL, M, threads=BL // 2) as (bx, m):
+            acc = T.alloc_fragment((BL,), "float32")
+            T.clear(acc)
+            for p in T.serial(split):
+                for i in T.Parallel(BL):
+                    acc[i] += P[p, m, bx * BL + i]
+            for i in T.Parallel(BL):
+                if has_bias:
+                    Y[m, bx * BL + i] = acc[i] + B[bx * BL + i]
+                else:
+                    Y[m, bx * BL + i] = acc[i]
+
+    return reduce
