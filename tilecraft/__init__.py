@@ -32,8 +32,8 @@ def __getattr__(name: str) -> Any:
         from tilecraft import lowbit
 
         return getattr(lowbit, name)
-    if name == "quant":  # weight pre-transform (tilecraft/quant), loaded on first use
+    if name in ("quant", "nn"):  # quantized weights and modules (tilecraft/quant, tilecraft/nn)
         import importlib
 
-        return importlib.import_module("tilecraft.quant")
+        return importlib.import_module(f"tilecraft.{name}")
     raise AttributeError(f"module 'tilecraft' has no attribute {name!r}")

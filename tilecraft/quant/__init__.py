@@ -1,4 +1,8 @@
-"""tilecraft.quant: low-precision weights laid out for fast loading (Tilus section 7.2).
+"""tilecraft.quant: quantized weights and the quantized matmul (docs/quant.md), and low-precision
+weights laid out for fast loading (Tilus section 7.2).
+
+    qw = tilecraft.quant.quantize(w, "uint4", group_size=128)   # w: (N, K) float
+    y = tilecraft.quant.matmul(x, qw)                           # x @ qw.dequantize().T
 
     import tilecraft
     import tilecraft.quant
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["pack_weight", "restore_b", "transform_b", "unpack_weight", "weight_layout"]
+__all__ = ["QuantizedWeight", "matmul", "pack_weight", "quantize", "restore_b", "transform_b",
+           "unpack_weight", "weight_layout"]
 _HOME = {"pack_weight": "weights", "unpack_weight": "weights", "weight_layout": "weights",
-         "transform_b": "kernels", "restore_b": "kernels"}
+         "transform_b": "kernels", "restore_b": "kernels", "quantize": "quantized",
+         "QuantizedWeight": "quantized", "matmul": "api"}
 
 
 def __getattr__(name: str) -> Any:

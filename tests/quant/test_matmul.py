@@ -1,0 +1,149 @@
+"""tilecraft.quant.matmul: x @ dequant(W).T (+ bias) for every weight type, f16 and bf16
+activations, any M and leading shape, against the float64 reference built from
+`QuantizedWeight.dequantize()` (relative error < 1e-2); on the interpreter at small shapes and on
+the GPU (marked gpu) at larger ones. Misuse is TC321 at the user's line, before any launch."""
+
+import pytest
+import torch
+
+import tilecraft.quant as quant
+import tilecraft.quant.qmm as qmm
+
+from .helpers import TYPES, error_here, weight
+
+TOL = 1e-2
+ACTS = [torch.float16, torch.bfloat16]
+MS = (1, 3, 16, 100)  # the issue's M values the interpreter can afford (4096 on the GPU)
+
+
+def _check(x: torch.Tensor, qw, bias=None) -> torch.Tensor:
+    y = quant.matmul(x, qw, bias)
+    ref = x.double() @ qw.dequantize().double().T.to(x.device)
+    if bias is not None:
+        ref = ref + bias.double()
+    assert y.dtype == x.dtype and y.shape == ref.shape and y.device == x.device
+    assert not torch.isnan(y).any()
+    err = ((y.double() - ref).norm() / ref.norm()).item()
+    assert err < TOL, f"relative error {err:.3e}"
+    return y
+
+
+@pytest.mark.parametrize("act", ACTS, ids=["f16", "bf16"])
+@pytest.mark.parametrize("dtype", TYPES)
+def test_matmul_of_each_type_matches_the_dequantized_reference(dtype, act):
+    qw = quant.quantize(weight(64, 128), dtype, group_size=64)
+    for M in MS:
+        _check(torch.randn(M, 128, dtype=act), qw)
+
+
+@pytest.mark.parametrize("dtype, scheme, group, scale_dtype", [
+    ("uint4", "symmetric", 64, "float16"),   # constant zero point 8
+    ("int4", "asymmetric", 128, "float16"),  # per channel, zeros
+    ("float4_e2m1", "asymmetric", 64, "float16"),  # zeros of 0
+    ("uint8", "asymmetric", 64, "bfloat16"),
+])
+def test_matmul_applies_each_scheme_and_scale_dtype(dtype, scheme, group, scale_dtype):
+    qw = quant.quantize(weight(64, 128, seed=1), dtype, group_size=group, scheme=scheme,
+                        scale_dtype=scale_dtype)
+    _check(torch.randn(5, 128, dtype=torch.float16), qw)
+
+
+def test_leading_dims_and_a_bias_are_handled():
+    qw = quant.quantize(weight(64, 128, seed=2), "uint4", group_size=64)
+    bias = torch.randn(64)  # float32: cast to x's dtype
+    y = _check(torch.randn(2, 3, 128, dtype=torch.bfloat16), qw, bias)
+    assert y.shape == (2, 3, 64)
+    assert _check(torch.randn(128, dtype=torch.float16), qw).shape == (64,)
+
+
+def test_a_strided_x_is_made_contiguous_for_the_kernel():
+    qw = quant.quantize(weight(64, 128, seed=3), "int8", group_size=64)
+    x = torch.randn(128, 4, dtype=torch.float16).T  # (4, 128), not contiguous
+    _check(x, qw)
+
+
+# ---- the host side alone (a stand-in kernel: what matmul hands it) ----------------------------
+def test_matmul_hands_the_kernel_a_contiguous_2d_x_and_a_bias_of_x_dtype(monkeypatch):
+    calls = []
+
+    def stand_in(x2d, qweight, bias):
+        calls.append((x2d, qweight, bias))
+        return torch.ones(x2d.shape[0], qweight.shape[0], dtype=x2d.dtype)
+
+    monkeypatch.setattr(qmm, "quant_matmul", stand_in, raising=False)
+    qw = quant.quantize(weight(64, 128), "uint4", group_size=64)
+    x = torch.randn(2, 128, 3, dtype=torch.bfloat16).transpose(1, 2)  # (2, 3, 128) strided
+    y = quant.matmul(x, qw, torch.randn(64, dtype=torch.float64))
+    x2d, got_qw, bias = calls[0]
+    assert x2d.shape == (6, 128) and x2d.is_contiguous() and torch.equal(x2d, x.reshape(6, 128))
+    assert got_qw is qw and bias.dtype == torch.bfloat16 and bias.shape == (64,)
+    assert y.shape == (2, 3, 64)
+    empty = quant.matmul(torch.randn(0, 4, 128, dtype=torch.float16), qw)
+    assert empty.shape == (0, 4, 64) and len(calls) == 1  # M = 0: no launch
+
+
+# ---- misuse -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def qw():
+    return quant.quantize(weight(64, 128), "uint4", group_size=64)
+
+
+def test_an_x_whose_last_dim_is_not_k_is_refused(qw):
+    x = torch.randn(3, 64, dtype=torch.float16)
+    err = error_here(lambda: quant.matmul(x, qw))  # ERR
+    assert "(3, 64)" in err.message and "K = 128" in err.message
+
+
+@pytest.mark.parametrize("act", [torch.float32, torch.int8])
+def test_an_x_that_is_not_float16_or_bfloat16_is_refused(qw, act):
+    x = torch.ones(3, 128, dtype=act)
+    err = error_here(lambda: quant.matmul(x, qw))  # ERR
+    assert "float16 or bfloat16" in err.message and ".half()" in err.hint
+
+
+def test_a_weight_that_is_not_quantized_is_refused():
+    x = torch.randn(3, 128, dtype=torch.float16)
+    err = error_here(lambda: quant.matmul(x, torch.randn(64, 128)))  # ERR
+    assert "`qweight` is a Tensor" in err.message and "quantize" in err.hint
+
+
+def test_an_x_on_another_device_is_refused(qw):
+    x = torch.empty(3, 128, dtype=torch.float16, device="meta")
+    err = error_here(lambda: quant.matmul(x, qw))  # ERR
+    assert "meta" in err.message and "cpu" in err.message
+
+
+@pytest.mark.parametrize("bias, text", [(torch.randn(128), "shape (128,), expected (64,)"),
+                                        (torch.ones(64, dtype=torch.int32), "float torch"),
+                                        ([0.0] * 64, "got list")])
+def test_a_bias_that_is_not_one_value_per_output_is_refused(qw, bias, text):
+    x = torch.randn(3, 128, dtype=torch.float16)
+    err = error_here(lambda: quant.matmul(x, qw, bias))  # ERR
+    assert "`bias`" in err.message and text in err.message
+
+
+# ---- GPU: the same at larger shapes ------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("act", ACTS, ids=["f16", "bf16"])
+@pytest.mark.parametrize("dtype", TYPES)
+def test_matmul_on_the_gpu_matches_the_reference(dtype, act):
+    qw = quant.quantize(weight(512, 1024, device="cuda"), dtype, group_size=128)
+    assert qw.packed.is_cuda
+    for M in (*MS, 4096):
+        _check(torch.randn(M, 1024, dtype=act, device="cuda"), qw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["uint4", "int4", "float4_e2m1", "uint8"])
+def test_matmul_on_the_gpu_at_prefill_size_with_bias(dtype):
+    qw = quant.quantize(weight(1024, 2048, device="cuda"), dtype, group_size=128)
+    bias = torch.randn(1024, device="cuda")
+    _check(torch.randn(4, 1024, 2048, dtype=torch.bfloat16, device="cuda"), qw, bias)
+
+
+@pytest.mark.gpu
+def test_a_cpu_x_with_a_cuda_weight_is_refused():
+    qw = quant.quantize(weight(64, 128), "uint4", group_size=64).to("cuda")
+    x = torch.randn(3, 128, dtype=torch.float16)
+    err = error_here(lambda: quant.matmul(x, qw))  # ERR
+    assert "cuda" in err.message

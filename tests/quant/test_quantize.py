@@ -1,0 +1,255 @@
+"""tilecraft.quant.quantize and QuantizedWeight, on the host: dequantize() is the formula
+(value(code) - z) * s on the packed codes (checked against numpy: the packing reference of
+tilecraft.layout and dtypes' own decoding); every weight gets the nearest value of its group's
+grid; int types err by at most half a step; the scales follow the documented rules; misuse is
+TC321 at the user's line."""
+
+import numpy as np
+import pytest
+import torch
+
+import tilecraft.quant as quant
+from tilecraft import dtypes
+from tilecraft.layout import pack_weight_tiles
+from tilecraft.quant.qmm import pack_layout
+
+from .helpers import FLOATS, INTS, TYPE_SCHEMES, UINTS, error_here, weight
+
+N, K, GROUP = 64, 128, 64
+
+
+def _up(s: np.ndarray, sdt=np.float16) -> np.ndarray:
+    """float64 scales rounded up to `sdt` (the documented rule), as float64."""
+    low = s.astype(sdt)
+    low = np.where(low.astype(np.float64) < s, np.nextafter(low, sdt(np.inf)), low)
+    return low.astype(np.float64)
+
+
+def _grid(dtype: str) -> np.ndarray:
+    """Every finite value of the type, float64 (numpy decoding)."""
+    dt = dtypes.resolve(dtype)
+    values = dt.to_float(np.arange(1 << dt.bits)).astype(np.float64)
+    return values[np.isfinite(values)]
+
+
+def _zeros(qw) -> np.ndarray:
+    """z per element, float64 (N, K)."""
+    if qw.zeros is None:
+        return np.full(qw.shape, qw.zero_point)
+    return np.repeat(qw.zeros.double().numpy(), qw.group_size, axis=1)
+
+
+@pytest.mark.parametrize("dtype, scheme", TYPE_SCHEMES)
+def test_dequantize_is_the_formula_on_the_codes_pack_weight_laid_out(dtype, scheme):
+    qw = quant.quantize(weight(N, K), dtype, group_size=GROUP, scheme=scheme)
+    bits = dtypes.resolve(dtype).bits
+    codes = qw.codes().numpy()
+    assert qw.packed.shape == (N // 16, K // 64, 128 * bits) and qw.packed.dtype == torch.uint8
+    np.testing.assert_array_equal(qw.packed.numpy(), pack_weight_tiles(codes, bits, pack_layout()))
+    values = dtypes.resolve(dtype).to_float(codes).astype(np.float64)
+    s = np.repeat(qw.scales.double().numpy(), GROUP, axis=1)
+    expected = (values - _zeros(qw)) * s
+    np.testing.assert_array_equal(qw.dequantize(torch.float64).numpy(), expected)
+    assert qw.dequantize().dtype == torch.float32
+    np.testing.assert_array_equal(qw.dequantize().numpy(), expected.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype, scheme", TYPE_SCHEMES)
+def test_each_weight_gets_the_nearest_value_of_its_groups_grid(dtype, scheme):
+    w = weight(N, K, seed=1)
+    w[3, 5] = w[10, 70] = 0.0
+    qw = quant.quantize(w, dtype, group_size=GROUP, scheme=scheme)
+    w64 = w.double().numpy()
+    s = np.repeat(qw.scales.double().numpy(), GROUP, axis=1)
+    candidates = (_grid(dtype)[None, None, :] - _zeros(qw)[..., None]) * s[..., None]
+    best = np.abs(candidates - w64[..., None]).min(-1)
+    got = np.abs(qw.dequantize(torch.float64).numpy() - w64)
+    assert (got <= best + 1e-12 * s).all(), np.max(got - best)
+    assert qw.dequantize()[3, 5] == 0 and qw.dequantize()[10, 70] == 0  # zero is on the grid
+
+
+@pytest.mark.parametrize("dtype, scheme", [(t, s) for t, s in TYPE_SCHEMES if t in UINTS + INTS])
+def test_integer_weights_err_by_at_most_half_a_step(dtype, scheme):
+    w = weight(N, K, seed=2)
+    qw = quant.quantize(w, dtype, group_size=GROUP, scheme=scheme)
+    s = np.repeat(qw.scales.double().numpy(), GROUP, axis=1)
+    err = np.abs(qw.dequantize(torch.float64).numpy() - w.double().numpy())
+    assert (err <= s / 2 * (1 + 1e-9)).all(), np.max(err / s)
+
+
+@pytest.mark.parametrize("dtype, qmax", [("int4", 7), ("uint4", 7), ("int8", 127), ("uint8", 127),
+                                         ("int2", 1), ("float8_e4m3", 448), ("float4_e2m1", 6),
+                                         ("float6_e3m2", 28), ("float8_e5m2", 57344)])
+def test_symmetric_scale_is_the_absmax_over_the_largest_value_rounded_up(dtype, qmax):
+    w = weight(N, K, seed=3)
+    qw = quant.quantize(w, dtype, group_size=GROUP, scheme="symmetric")
+    absmax = w.double().abs().reshape(N, K // GROUP, GROUP).amax(-1).numpy()
+    np.testing.assert_array_equal(qw.scales.double().numpy(), _up(absmax / qmax))
+    assert qw.zeros is None and qw.scheme == "symmetric"
+    assert qw.zero_point == (2.0 ** (qw.bits - 1) if dtype.startswith("uint") else 0.0)
+
+
+@pytest.mark.parametrize("dtype", ["uint4", "uint1", "uint8", "int4", "int8"])
+def test_asymmetric_scale_and_zero_span_the_group_and_zero(dtype):
+    w = weight(N, K, seed=4)
+    qw = quant.quantize(w, dtype, group_size=GROUP, scheme="asymmetric")
+    dt = dtypes.resolve(dtype)
+    wg = w.double().reshape(N, K // GROUP, GROUP)
+    lo, hi = wg.amin(-1).clamp(max=0).numpy(), wg.amax(-1).clamp(min=0).numpy()
+    s = _up((hi - lo) / (2**dt.bits - 1))
+    np.testing.assert_array_equal(qw.scales.double().numpy(), s)
+    np.testing.assert_array_equal(qw.zeros.double().numpy(),
+                                  np.clip(np.round(dt.min - lo / s), dt.min, dt.max))
+
+
+@pytest.mark.parametrize("dtype", FLOATS[:3])
+def test_asymmetric_floats_have_zero_zeros_and_the_symmetric_scales(dtype):
+    w = weight(N, K, seed=5)
+    sym = quant.quantize(w, dtype, group_size=GROUP, scheme="symmetric")
+    asym = quant.quantize(w, dtype, group_size=GROUP, scheme="asymmetric")
+    assert torch.equal(asym.zeros, torch.zeros(N, K // GROUP, dtype=torch.float16))
+    assert torch.equal(asym.scales, sym.scales) and torch.equal(asym.packed, sym.packed)
+
+
+@pytest.mark.parametrize("dtype, scheme, zero_point", [
+    ("uint4", "asymmetric", 0.0), ("int4", "symmetric", 0.0), ("int8", "symmetric", 0.0),
+    ("float8_e4m3", "symmetric", 0.0), ("uint2", "asymmetric", 0.0)])
+def test_the_default_scheme_is_asymmetric_for_uint_and_symmetric_otherwise(dtype, scheme,
+                                                                           zero_point):
+    qw = quant.quantize(weight(N, K), dtype, group_size=GROUP)
+    assert (qw.scheme, qw.zero_point) == (scheme, zero_point)
+    assert (qw.zeros is not None) == (scheme == "asymmetric")
+
+
+def test_symmetric_uint_codes_are_centred_on_the_zero_point():
+    w = torch.zeros(N, K)
+    w[0, :GROUP] = torch.linspace(-1, 1, GROUP)
+    qw = quant.quantize(w, "uint4", group_size=GROUP, scheme="symmetric")
+    codes = qw.codes()
+    assert qw.zero_point == 8.0 and codes[1].eq(8).all()  # zero weights: code 8
+    assert (int(codes[0, 0]), int(codes[0, GROUP - 1])) == (1, 15)  # -absmax, +absmax
+
+
+def test_an_all_zero_group_gets_scale_one_and_exact_zeros():
+    w = weight(N, K, seed=6)
+    w[5, GROUP:] = 0.0
+    for scheme in ("symmetric", "asymmetric"):
+        qw = quant.quantize(w, "int4", group_size=GROUP, scheme=scheme)
+        assert qw.scales[5, 1] == 1.0
+        assert qw.dequantize()[5, GROUP:].eq(0).all()
+
+
+def test_a_scale_below_float16_is_the_smallest_subnormal_not_zero():
+    w = weight(N, K, seed=7) * 1e-9
+    qw = quant.quantize(w, "int8", group_size=GROUP, scheme="symmetric")
+    assert (qw.scales > 0).all() and (qw.scales.float() == 2.0**-24).all()
+    err = (qw.dequantize().double() - w.double()).abs()
+    assert (err <= w.double().abs().amax() + 1e-30).all()
+
+
+def test_per_channel_groups_span_all_of_k_and_bfloat16_scales_are_kept():
+    w = weight(N, K, seed=8)
+    qw = quant.quantize(w, "uint4", group_size=None, scale_dtype="bfloat16")
+    assert qw.group_size == K and qw.num_groups == 1
+    assert qw.scales.shape == (N, 1) and qw.scales.dtype == torch.bfloat16
+    assert qw.zeros.dtype == torch.bfloat16
+    s = np.repeat(qw.scales.double().numpy(), K, axis=1)
+    err = np.abs(qw.dequantize(torch.float64).numpy() - w.double().numpy())
+    assert (err <= s / 2 * (1 + 1e-9)).all()
+
+
+def test_a_weight_too_large_for_float16_scales_fits_in_bfloat16():
+    w = weight(N, K, seed=9) * 1e6
+    err = error_here(lambda: quant.quantize(w, "int4", group_size=GROUP))  # ERR
+    assert "overflows float16" in err.message and "bfloat16" in err.hint
+    qw = quant.quantize(w, "int4", group_size=GROUP, scale_dtype="bfloat16")
+    assert torch.isfinite(qw.dequantize()).all()
+
+
+def test_quantizing_is_deterministic_and_ignores_autograd():
+    w = weight(N, K, seed=10).requires_grad_()
+    a, b = quant.quantize(w, "uint3", group_size=GROUP), quant.quantize(w, "uint3", GROUP)
+    assert torch.equal(a.packed, b.packed) and torch.equal(a.scales, b.scales)
+
+
+# ---- the QuantizedWeight object ---------------------------------------------------------------
+def test_state_dict_round_trips_and_to_keeps_everything():
+    qw = quant.quantize(weight(N, K), "int6", group_size=GROUP, scheme="asymmetric")
+    back = quant.QuantizedWeight.from_state_dict(qw.state_dict())
+    for name in ("packed", "scales", "zeros"):
+        assert torch.equal(getattr(back, name), getattr(qw, name))
+    assert (back.dtype, back.group_size, back.shape, back.zero_point, back.scheme) == \
+        ("int6", GROUP, (N, K), 0.0, "asymmetric")
+    moved = qw.to("cpu")
+    assert torch.equal(moved.dequantize(), qw.dequantize()) and moved.bits == 6
+
+
+def test_nbytes_repr_and_canonical_dtype_name():
+    qw = quant.quantize(weight(N, K), "fp8_e4m3", group_size=GROUP)  # an alias
+    assert qw.dtype == "float8_e4m3" and qw.bits == 8
+    assert qw.nbytes == N * K + 2 * N * (K // GROUP)  # codes + f16 scales, no zeros
+    text = repr(qw)
+    assert "float8_e4m3" in text and "(64, 128)" in text and "symmetric" in text
+    asym = quant.quantize(weight(N, K), "uint4", group_size=GROUP)
+    assert asym.nbytes == N * K // 2 + 2 * 2 * N * (K // GROUP)
+
+
+# ---- misuse: TC321 at the caller's line -------------------------------------------------------
+@pytest.mark.parametrize("shape, text", [((64, 96), "(N, K) = (64, 96)"),
+                                         ((48, 128), "(N, K) = (48, 128)")])
+def test_a_shape_the_kernel_cannot_take_is_refused(shape, text):
+    w = torch.randn(*shape)
+    err = error_here(lambda: quant.quantize(w, "uint4", group_size=None))  # ERR
+    assert text in err.message and "multiples of 64" in err.message
+
+
+@pytest.mark.parametrize("group", [32, 96, 256, 0, 100.0])
+def test_a_group_size_that_is_not_a_multiple_of_64_dividing_k_is_refused(group):
+    w = torch.randn(N, 192)
+    err = error_here(lambda: quant.quantize(w, "uint4", group_size=group))  # ERR
+    assert "`group_size`" in err.message and "divides K = 192" in err.message
+
+
+@pytest.mark.parametrize("dtype, text", [("float16", "1 to 8 bits"), ("int33", "unknown"),
+                                         ("bool", "1 to 8 bits")])
+def test_a_type_that_is_not_1_to_8_bits_is_refused(dtype, text):
+    err = error_here(lambda: quant.quantize(torch.randn(N, K), dtype))  # ERR
+    assert "`dtype`" in err.message and text in err.message
+
+
+def test_symmetric_uint1_and_an_unknown_scheme_are_refused():
+    err = error_here(lambda: quant.quantize(torch.randn(N, K), "uint1", scheme="symmetric"))  # ERR
+    assert "asymmetric" in err.hint
+    err = error_here(lambda: quant.quantize(torch.randn(N, K), "uint4", scheme="affine"))  # ERR
+    assert "`scheme`" in err.message
+
+
+@pytest.mark.parametrize("bad", [torch.randn(N, K, 1), torch.ones(N, K, dtype=torch.int32),
+                                 np.ones((N, K), dtype=np.float32)])
+def test_a_weight_that_is_not_a_2d_float_tensor_is_refused(bad):
+    err = error_here(lambda: quant.quantize(bad, "uint4"))  # ERR
+    assert "`weight`" in err.message
+
+
+def test_nan_weights_and_a_bad_scale_dtype_are_refused():
+    w = torch.randn(N, K)
+    w[1, 2] = float("nan")
+    err = error_here(lambda: quant.quantize(w, "int4"))  # ERR
+    assert "NaN" in err.message
+    w = torch.randn(N, K)
+    err = error_here(lambda: quant.quantize(w, "int4", scale_dtype="float32"))  # ERR
+    assert "`scale_dtype`" in err.message
+
+
+def test_a_state_dict_whose_tensors_do_not_fit_its_metadata_is_refused():
+    state = quant.quantize(weight(N, K), "uint4", group_size=GROUP).state_dict()
+    state["scales"] = state["scales"][:, :1]
+    err = error_here(lambda: quant.QuantizedWeight.from_state_dict(state))  # ERR
+    assert "`scales` has shape (64, 1), expected (64, 2)" in err.message
+
+
+def test_quantize_is_reached_lazily_from_tilecraft_quant():
+    import tilecraft.nn  # noqa: F401  (imports the module quant/quantized.py first)
+
+    assert tilecraft.quant.quantize is quant.quantize and callable(tilecraft.quant.quantize)
+    assert tilecraft.quant.QuantizedWeight.__module__ == "tilecraft.quant.quantized"
