@@ -148,6 +148,8 @@ class Timer:
 
     def __init__(self, flush: bool) -> None:
         self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if flush else None
+        for _ in range(200):  # ~0.2 s of spinning first: clocks up before calibrating
+            torch.cuda._sleep(1 << 20)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         torch.cuda._sleep(1 << 20)
@@ -156,8 +158,10 @@ class Timer:
         self.cycles_per_us = (1 << 20) / (s.elapsed_time(e) * 1e3)
         self.peak = math.nan  # copy GB/s, set by main
 
-    def host_us(self, fn: Callable[[], Any], n: int = 10) -> float:
-        """Host time to enqueue one call (no synchronisation inside)."""
+    def host_us(self, fn: Callable[[], Any], n: int = 30) -> float:
+        """Host time to enqueue one call (no synchronisation inside), after 3 warm calls."""
+        for _ in range(3):
+            fn()
         torch.cuda.synchronize()
         t = time.perf_counter()
         for _ in range(n):

@@ -43,8 +43,9 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int) -> dict:
     """Tile sizes for one call, chosen by measurement on an H100 (benchmarks/NOTES.md,
     "Session 10"). Decode (M <= 16): 4 warps of two 16-row weight tiles each (128 channels a
     block), tokens padded to 8 or 16, K split until the blocks number about 200 (split-K adds
-    a reduction kernel). Larger M: 8 warps of one 16-row tile each, 128 tokens (64 for
-    M <= 64), k steps of 64, on wgmma with the weight from registers on sm_90a."""
+    a reduction kernel), scales applied to each group's f32 products where groups are whole
+    k steps. Larger M: 8 warps of one 16-row tile each, 128 tokens (64 for M <= 64), k steps
+    of 64, on wgmma with the weight from registers on sm_90a."""
     if M > 16:
         cfg = dict(BM=64 if M <= 64 else 128, warps=8, rows=1, BK=64, stages=3, split=1)
         while N % (16 * cfg["warps"]):
@@ -60,7 +61,10 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int) -> dict:
     while (blocks * split < 200 and K % (2 * split * BK) == 0 and K // (2 * split) >= 4 * BK
            and (K // (2 * split)) % group in (0, K // (2 * split))):
         split *= 2
-    return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split)
+    KS = K // split  # scales multiply each group's products when groups are whole k steps
+    acc_scale = group % BK == 0 and (KS % group == 0 or group == K)
+    return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split,
+                acc_scale=acc_scale)
 
 
 _PLANS: dict = {}  # (shapes, types, options) -> (kernel, reduce kernel or None, split)

@@ -21,10 +21,13 @@ def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
 
 @tilecraft.jit
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
-               has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1):
+               has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
+               acc_scale=False):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
-    bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them)."""
+    bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
+    `acc_scale`: multiply each group's partial product by the scales (BN x BM products) instead
+    of the weights (BN x group elements): for few tokens (needs group % BK == 0)."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -37,6 +40,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     u_layout = byte_layout(warps, rows, bits)
     s_layout = w_layout.reduce(1, keepdim=True)  # a row's scale, where the row's elements are
     p_shape = (split, M, N) if split > 1 else (1, 1, 1)  # partial sums (unused when split = 1)
+    per_group = group // BK if acc_scale else 0  # k steps per scale group
+    assert not acc_scale or (group % BK == 0 and (KS % group == 0 or G == 1)), \
+        "acc_scale needs whole groups of whole k steps in every K slice"
 
     @T.prim_func
     def qmm(X: T.Tensor((M, K), xtype), Wp: T.Tensor((N // 16, K // 64 * tile_bytes), "uint8"),
@@ -48,11 +54,13 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
             S_s = T.alloc_shared((BN, GS), xtype)  # the slice's scales (and zeros), read each step
             Z_s = T.alloc_shared((BN, GS if has_zeros else 1), xtype)
             acc = T.alloc_fragment((BN, BM), "float32")
+            part = T.alloc_fragment((BN, BM), "float32")  # one group's product (acc_scale)
             g0 = bs * KS // group
             T.copy(S[bn * BN, g0], S_s)
             if has_zeros:
                 T.copy(Z[bn * BN, g0], Z_s)
             T.clear(acc)
+            T.clear(part)
             for k in T.Pipelined(KS // BK, num_stages=stages):
                 kk = bs * (KS // BK) + k
                 T.copy(X[bm * BM, kk * BK], X_s)
@@ -61,15 +69,23 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                     wb = T.load_shared(W_s, layout=u_layout, offset=[0, j * tile_bytes])
                     w = T.cast(T.view(wb, dtype=wtype, layout=w_layout), xtype)
                     g = (kk * BK + j * 64) // group - g0
-                    s = T.load_shared(S_s, layout=s_layout, offset=[0, g])
                     if has_zeros:
-                        w = (w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])) * s
+                        w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
                     elif zero != 0:
-                        w = (w - zero) * s
+                        w = w - zero
+                    if acc_scale:
+                        T.gemm(w, X_s[:, j * 64:(j + 1) * 64], part, transpose_B=True,
+                               policy=T.GemmWarpPolicy.FullRow)
                     else:
-                        w = w * s
-                    T.gemm(w, X_s[:, j * 64:(j + 1) * 64], acc, transpose_B=True,
-                           policy=T.GemmWarpPolicy.FullRow)
+                        w = w * T.load_shared(S_s, layout=s_layout, offset=[0, g])
+                        T.gemm(w, X_s[:, j * 64:(j + 1) * 64], acc, transpose_B=True,
+                               policy=T.GemmWarpPolicy.FullRow)
+                if acc_scale:
+                    gk = (kk * BK) // group - g0
+                    if per_group == 1 or (k + 1) % per_group == 0:  # the group is complete
+                        for i, t in T.Parallel(BN, BM):
+                            acc[i, t] += part[i, t] * S_s[i, gk]
+                        T.clear(part)
             for i, t in T.Parallel(BN, BM):
                 if bm * BM + t < M:
                     if split > 1:
