@@ -124,10 +124,12 @@ def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None
     return _chain(kept, None)
 
 
-def caller_span() -> Span | None:
-    """The span of the innermost frame on the stack outside tilecraft (the user's call)."""
+def caller_span(skip=None) -> Span | None:
+    """The span of the innermost frame on the stack outside tilecraft (the user's call);
+    `skip(frame)`, when given, decides instead which frames are not the user's."""
     frame = sys._getframe(1)
-    while frame is not None and is_internal_file(frame.f_code.co_filename):
+    while frame is not None and (skip(frame) if skip is not None
+                                 else is_internal_file(frame.f_code.co_filename)):
         frame = frame.f_back
     if frame is None:
         return None

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilecraft import dtypes
-from tilecraft.diagnostics.errors import entry_point, is_internal_file
+from tilecraft.diagnostics.errors import caller_span, entry_point, is_internal_file
 from tilecraft.diagnostics.span import Span
 from tilecraft.dtypes import DataType
 from tilecraft.lowbit import LowbitError
@@ -48,19 +48,7 @@ def user_span() -> Span | None:
     """The span of the innermost frame outside tilecraft and torch (a `QuantLinear` called
     through `nn.Module.__call__` reports the user's `model(x)` line)."""
     torch_dir = _torch_dir()
-    frame = sys._getframe(1)
-    while frame is not None and _skipped(frame, torch_dir):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    line, col, end = frame.f_lineno, 0, None
-    positions = list(frame.f_code.co_positions())
-    index = frame.f_lasti // 2
-    if 0 <= index < len(positions):
-        first, last, c0, c1 = positions[index]
-        if first == line and c0 is not None:
-            col, end = c0, (c1 if last == line else None)
-    return Span(frame.f_code.co_filename, line, col, end)
+    return caller_span(lambda frame: _skipped(frame, torch_dir))
 
 
 def _skipped(frame: Any, torch_dir: str) -> bool:
