@@ -1,6 +1,6 @@
 """Block programs that cast a register tensor of low-precision codes, for the fast-cast tests:
 each thread loads its bit string as bytes, views it as `src` (n elements per thread), casts it
-to `dst` and stores the results."""
+to `dst` (and subtracts a zero point `zero`, when given) and stores the results."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 from tilecraft import dtypes as dt
 from tilecraft.block import (
     AllocateRegister,
+    BinaryOp,
     BlockProgram,
     Cast,
     GlobalTensor,
@@ -24,8 +25,10 @@ FLOATS = ["float8_e4m3", "float8_e5m2", "float6_e3m2", "float6_e2m3", "float5_e2
           "float4_e2m1", "float3_e1m1"]
 
 
-def cast_program(src: str, dst: str, n: int, threads: int = 32, blocks: int = 1) -> BlockProgram:
-    """`blocks` x `threads` threads, each converting n elements (n * bits a multiple of 8)."""
+def cast_program(src: str, dst: str, n: int, threads: int = 32, blocks: int = 1,
+                 zero: float | None = None, keep_cast: bool = False) -> BlockProgram:
+    """`blocks` x `threads` threads, each converting n elements (n * bits a multiple of 8), then
+    `- zero` when a zero is given (`keep_cast`: the cast itself is stored too, after it)."""
     nbytes = n * dt.resolve(src).bits // 8
     g = GlobalTensor.create("g", "uint8", (blocks * threads * nbytes,))
     o = GlobalTensor.create("o", dst, (blocks * threads * n,))
@@ -36,7 +39,13 @@ def cast_program(src: str, dst: str, n: int, threads: int = 32, blocks: int = 1)
     (bi,) = prog.block_vars
     body = [AllocateRegister.create(t) for t in (raw, codes, out)]
     body += [LoadGlobal.create(g, raw, offset=(bi * threads * nbytes,)), View.create(raw, codes),
-             Cast.create(codes, out), StoreGlobal.create(out, o, offset=(bi * threads * n,))]
+             Cast.create(codes, out)]
+    if zero is not None:
+        shifted = RegisterTensor.create("shifted", dst, out.layout)
+        body += [AllocateRegister.create(shifted), BinaryOp.create("-", out, zero, shifted),
+                 StoreGlobal.create(shifted, o, offset=(bi * threads * n,))]
+    if zero is None or keep_cast:
+        body.append(StoreGlobal.create(out, o, offset=(bi * threads * n,)))
     return BlockProgram.create("cast", (g, o), (blocks,), threads, body, block_vars=(bi,))
 
 
@@ -49,8 +58,11 @@ def every_code(src: str, n: int, threads: int, blocks: int) -> np.ndarray:
     return dt.pack(codes.reshape(-1), src)
 
 
-def vm_result(src: str, dst: str, n: int, threads: int, blocks: int) -> np.ndarray:
-    """The interpreter's (block VM's) codes of the cast of `every_code`, as uint16."""
+def vm_result(src: str, dst: str, n: int, threads: int, blocks: int,
+              zero: float | None = None) -> np.ndarray:
+    """The interpreter's (block VM's) codes of the cast of `every_code` (minus `zero`), as
+    uint16."""
     out = np.zeros(blocks * threads * n, dt.resolve(dst).np_dtype)
-    cast_program(src, dst, n, threads, blocks).run(every_code(src, n, threads, blocks), out)
+    prog = cast_program(src, dst, n, threads, blocks, zero)
+    prog.run(every_code(src, n, threads, blocks), out)
     return out.view(np.uint16)

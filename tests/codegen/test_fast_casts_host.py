@@ -3,7 +3,8 @@ include/tilecraft/fast_cast.cuh compiled by the host C++ compiler with its six P
 (prmt, lop3, sub/mul/fma.rn.f16x2, fma.rn.bf16x2) replaced by exact models (round to nearest
 even, subnormals kept, as PTX defines them) and cvt.rn.bf16x2.f32 likewise. Every type the fast
 path takes, to f16 and bf16, at local sizes with tails and odd counts, every code at every
-position. (test_fast_casts_gpu.py runs the real instructions.)"""
+position; the integer casts also minus zero points (the fused `fast_cast_int<..., Z>`).
+(test_fast_casts_gpu.py and test_zero_point_casts.py run the real instructions.)"""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from tilecraft import dtypes as dt
-from tilecraft.block.select_cast import plan_for
+from tilecraft.block.select_cast import plan_for, zero_point_limit
 from tilecraft.interp.evaluate import compute_type
 from tilecraft.interp.values import store_cast
 
@@ -103,19 +104,33 @@ def _header() -> str:
     return src
 
 
+def _zeros(s: dt.DataType, d: dt.DataType) -> list[int]:
+    """0, and for integers 1, the middle code and the largest zero the trick takes."""
+    if not s.is_integer:
+        return [0]
+    top = zero_point_limit(s, d) - 1 - (1 << (s.bits - 1) if s.kind == "int" else 0)
+    return sorted({0, 1, min(1 << (s.bits - 1), top), top})
+
+
 def _cases():
     for src in INTS + FLOATS + EXTRA:
         for dst in ("float16", "bfloat16"):
-            plan = plan_for(dt.resolve(src), dt.resolve(dst), 8)
-            if plan is not None:
-                for n in SIZES:
-                    yield src, dst, n, plan.func.replace(", 8>", f", {n}>")
+            s, d = dt.resolve(src), dt.resolve(dst)
+            for zero in _zeros(s, d):
+                plan = plan_for(s, d, 8, zero=zero)
+                if plan is not None:
+                    for n in SIZES:
+                        yield src, dst, n, plan.func.replace(", 8", f", {n}", 1), zero
 
 
-def _expected(src: str, dst: str) -> np.ndarray:
+def _expected(src: str, dst: str, zero: int) -> np.ndarray:
+    """The interpreter's cast of every code, minus `zero` in the destination's arithmetic."""
     s, d = dt.resolve(src), dt.resolve(dst)
     values = s.decode(np.arange(1 << s.bits)).astype(compute_type(s), copy=False)
-    return np.asarray(store_cast(d, values)).view(np.uint16).astype(np.int64)
+    out = np.asarray(store_cast(d, values))
+    if zero:
+        out = np.asarray(store_cast(d, out.astype(np.float64) - zero))
+    return out.view(np.uint16).astype(np.int64)
 
 
 def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
@@ -124,7 +139,7 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
         pytest.skip("no host C++ compiler")
     cases = list(_cases())
     calls = []
-    for k, (src, _, n, func) in enumerate(cases):
+    for k, (src, _, n, func, _) in enumerate(cases):
         b = dt.resolve(src).bits
         calls.append(f"""{{
   for (int c = 0; c < {1 << b}; ++c) {{
@@ -150,8 +165,8 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
     for line in run.stdout.splitlines():
         k, *vals = map(int, line.split())
         rows.setdefault(k, []).append(vals)
-    for k, (src, dst, n, func) in enumerate(cases):
-        nc, table = 1 << dt.resolve(src).bits, _expected(src, dst)
+    for k, (src, dst, n, func, zero) in enumerate(cases):
+        nc, table = 1 << dt.resolve(src).bits, _expected(src, dst, zero)
         want = [[table[(c + 7 * i) % nc] for i in range(n)] + [0xABCD] * 2 for c in range(nc)]
         got = np.array(rows[k])
         bad = np.argwhere(got != np.array(want))

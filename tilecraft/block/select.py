@@ -84,6 +84,7 @@ class Fused:
     """An instruction printed as part of another one's plan."""
 
     into: int  # id of that instruction
+    where: str = "the dot below"  # (the comment left in its place)
 
 
 def select_instructions(program: BlockProgram, target=None) -> dict[int, object]:
@@ -117,10 +118,59 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
             plan = matrix.select(s) or select_vector(s)
         if plan is not None:
             plans[id(s)] = plan
+    readers = _readers(program)
     for seq in walk(program.body):
         if isinstance(seq, SeqStmt):
+            _fuse_zero_points(seq.stmts, plans, readers, target)
             _fuse_operand_loads(seq.stmts, plans)
     return plans
+
+
+def _readers(program: BlockProgram) -> dict:
+    """tensor -> the instructions that read it, over the whole program."""
+    from tilecraft.ir.visitor import walk
+
+    out: dict = {}
+    for s in walk(program.body):
+        reads = getattr(s, "reads", None)
+        if callable(reads):
+            for t in reads():
+                out.setdefault(t, []).append(s)
+    return out
+
+
+def _fuse_zero_points(stmts, plans: dict, readers: dict, target) -> None:
+    """A fast integer cast whose only reader, later in the same sequence, subtracts a whole
+    constant (nothing writing the cast's source in between): the subtraction prints as the
+    cast with the constant joined to its magic subtrahend (select_cast.zero_point)."""
+    from .select_cast import Cast, CastPlan, zero_point
+
+    for i, cast in enumerate(stmts):
+        plan = plans.get(id(cast))
+        if not isinstance(cast, Cast) or not isinstance(plan, CastPlan):
+            continue
+        users = readers.get(cast.out, [])
+        if len(users) != 1:
+            continue
+        sub = users[0]
+        j = next((j for j in range(i + 1, len(stmts)) if stmts[j] is sub), None)
+        if j is None or any(cast.src in _writes(x) for x in stmts[i + 1:j]):
+            continue
+        fused = zero_point(sub, cast, plan, target)
+        if fused is not None:
+            plans[id(sub)] = fused
+            plans[id(cast)] = Fused(id(sub), "the subtraction of its zero point below")
+
+
+def _writes(s) -> set:
+    from tilecraft.ir.visitor import walk
+
+    out = set()
+    for x in walk(s):
+        writes = getattr(x, "writes", None)
+        if callable(writes):
+            out.update(writes())
+    return out
 
 
 def _fuse_operand_loads(stmts, plans: dict) -> None:

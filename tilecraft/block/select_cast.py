@@ -22,6 +22,12 @@ with the interpreter (tests/codegen).
 
 The plan is recorded by `select_instructions` (select.py); None (any other pair: f32 results,
 16/32-bit sources, ...) leaves the element-wise `tc::cast` of the printer.
+
+An integer cast whose only reader subtracts a whole constant (a zero point) is one fast cast:
+the tricks subtract a magic number anyway, and the zero joins it (exact: `fuse_zero_points`).
+
+    cast(w, out=w_f16); sub(w_f16, 8.0, out=w_z)
+    -> the sub: ZeroPointCast(cast, CastPlan(..., func="tc::fast_cast_int<4, false, false, 64, 8>"))
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilecraft import dtypes as dt
+from tilecraft.ir import Cast as CastExpr
+from tilecraft.ir import Const, Expr
 
-from .compute import Cast
+from .compute import BinaryOp, Cast
 
 _DESTS = ("float16", "bfloat16")
 
@@ -51,8 +59,10 @@ def select_cast(s: Cast, target=None) -> CastPlan | None:
     return plan_for(s.src.dtype, s.out.dtype, s.src.layout.local_size, target)
 
 
-def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None) -> CastPlan | None:
-    """The plan converting `count` elements of `src` to `out` per thread, or None."""
+def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
+             zero: int = 0) -> CastPlan | None:
+    """The plan converting `count` elements of `src` to `out` per thread, or None; `zero` (an
+    integer source only) is subtracted from every result."""
     if out.name not in _DESTS or src.bits > 8 or src.is_bool or count < 1:
         return None
     if target is not None and tuple(target.compute_capability) < (8, 0):
@@ -61,7 +71,8 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None) -> Cas
     flag = "true" if bf16 else "false"
     if src.is_integer:
         signed = "true" if src.kind == "int" else "false"
-        func = f"tc::fast_cast_int<{src.bits}, {signed}, {flag}, {count}>"
+        tail = f", {zero}" if zero else ""
+        func = f"tc::fast_cast_int<{src.bits}, {signed}, {flag}, {count}{tail}>"
         kind, group = {8: ("prmt", 4), 4: ("lop3", 8), 2: ("lop3", 16),
                        1: ("lop3", 32)}.get(src.bits, ("field", 2))
         return CastPlan(kind, group, func, count)
@@ -71,3 +82,47 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None) -> Cas
         return None  # exponent fields of 5+ bits overflow f16 (custom E=5 reaches 2^16)
     func = f"tc::fast_cast_float<{e}, {m}, {special}, {flag}, {count}>"
     return CastPlan("float", 2, func, count)
+
+
+@dataclass(frozen=True)
+class ZeroPointCast:
+    """`out = cast(src) - zero` (the plan of the subtraction; the cast is fused into it): one
+    fast integer cast whose magic subtrahend includes the integer `zero`."""
+
+    cast: Cast
+    plan: CastPlan
+    zero: int
+
+
+def zero_point_limit(src: dt.DataType, out: dt.DataType) -> int:
+    """Offset (zero plus the signed bias) bound below which `(magic + x) - (magic + offset)` is
+    exact in `out`: the f16 high nibbles of 4-bit codes keep a 1/16 ulp at 64 (fast_cast.cuh)."""
+    if out.name == "bfloat16":
+        return 128 if src.bits < 8 else 1024  # (8 bits go through f32: rounded once)
+    return 64 if src.bits == 4 else 1024
+
+
+def zero_point(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> ZeroPointCast | None:
+    """The fused plan for `sub` = `cast.out - c` with c a whole constant the fast cast of an
+    integer type can absorb exactly; else None."""
+    if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
+            or not plan.func.startswith("tc::fast_cast_int"):
+        return None
+    value = _constant(sub.b)
+    src = cast.src.dtype
+    if value is None or value != int(value) or sub.out.dtype != cast.out.dtype:
+        return None
+    offset = int(value) + (1 << (src.bits - 1) if src.kind == "int" else 0)
+    if not 0 <= offset < zero_point_limit(src, cast.out.dtype) or int(value) == 0:
+        return None
+    fused = plan_for(src, cast.out.dtype, plan.count, target, zero=int(value))
+    return ZeroPointCast(cast, fused, int(value)) if fused is not None else None
+
+
+def _constant(e: Expr) -> float | None:
+    """The value of a (possibly converted) numeric constant, else None."""
+    if isinstance(e, CastExpr) and isinstance(e.value, Const):
+        e = e.value
+    if isinstance(e, Const) and not isinstance(e.value, bool):
+        return float(e.value)
+    return None

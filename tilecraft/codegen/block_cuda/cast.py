@@ -11,11 +11,22 @@ thing `_Cast` asks (compute.py); without a plan the element-wise form prints.
 
 from __future__ import annotations
 
-from tilecraft.block.compute import Cast
-from tilecraft.block.select_cast import CastPlan
+from tilecraft.block.compute import BinaryOp, Cast
+from tilecraft.block.select_cast import CastPlan, ZeroPointCast
 
 
 class CastPrinter:
+    def zero_point_cast(self, s: BinaryOp) -> bool:
+        """Print `s` (a zero point's subtraction) as the fast cast fused into it; False when it
+        has no such plan."""
+        plan = self.plans.get(id(s))
+        if not isinstance(plan, ZeroPointCast):
+            return False
+        src = self.tensor(plan.cast.src)
+        self.w(f"{plan.plan.func}({src}, {self.tensor(s.out)});  // cast, then - {plan.zero}: "
+               "the zero point joins the magic number")
+        return True
+
     def fast_cast(self, s: Cast) -> bool:
         """Print `s` by its fast plan; False when it has none."""
         plan = self.plans.get(id(s))

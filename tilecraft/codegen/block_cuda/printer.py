@@ -164,7 +164,8 @@ class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, Compu
         elif isinstance(s, LetStmt):
             self.let(s)  # (scalar.py: 64-bit where it feeds a 64-bit index)
         elif type(self.plans.get(id(s))).__name__ == "Fused":
-            self.w(f"// {type(s).__name__} of `{s.out.buffer.name}`: inside the dot below")
+            where = self.plans[id(s)].where
+            self.w(f"// {type(s).__name__} of `{s.out.buffer.name}`: inside {where}")
         else:
             handler = getattr(self, f"_{type(s).__name__}", None)
             if handler is None:

@@ -5,8 +5,9 @@
 // (sub-byte types) or a byte array (8-bit types); the results are N 16-bit values (two per word).
 // Every function converts all N elements exactly as the interpreter does (tilecraft.dtypes):
 //
-//   fast_cast_int<B, SIGNED, BF16, N>(src, dst)      uint1..uint8, int2..int8 (bf16: B <= 7 by
-//       the 0x4300 magic; 8-bit ints through f32)
+//   fast_cast_int<B, SIGNED, BF16, N, Z>(src, dst)   uint1..uint8, int2..int8 (bf16: B <= 7 by
+//       the 0x4300 magic; 8-bit ints through f32), minus the integer Z (a zero point: it joins
+//       the subtrahend the magic needs anyway, so `cast(x) - Z` costs what `cast(x)` does)
 //   fast_cast_float<E, M, SPECIAL, BF16, N>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
 //       float8_e5m2; bf16: every E), SPECIAL 0: every code finite (custom floats), 1: only the
 //       all-ones magnitude is NaN (float8_e4m3), 2: IEEE (float8_e5m2)
@@ -21,7 +22,10 @@
 //   other ints     each pair of fields in a word's halves, OR the magic, one subtraction
 //   floats         the code at the top of each 16-bit half, shifted right by E_dst - E (sign
 //                  kept by a mask), one multiply by 2^(bias_dst - bias): exact (subnormals too)
-// Signed ints are offset to unsigned first (x ^ 2^(b-1)) and the offset joins the subtrahend.
+// Signed ints are offset to unsigned first (x ^ 2^(b-1)) and the offset joins the subtrahend, as
+// does Z: T = offset + Z must lie in [0, 64) for 4 bits to f16 (the high nibbles' -(64 + T) keeps
+// a 1/16 ulp), [0, 128) for 1..7 bits to bf16 and [0, 1024) otherwise, so (magic + x) - (magic +
+// T) is exact (8 bits to bf16: exact in f32, then rounded once, as bf16 arithmetic rounds).
 // bf16 arithmetic is fma.rn.bf16x2 (sm_80; sub/mul.bf16x2 are sm_90 only). float8 NaNs become the
 // quiet NaN with the sign kept (0x7E00 f16, 0x7FC0 bf16); e5m2 infinities stay infinite.
 #pragma once
@@ -118,31 +122,33 @@ TC_DEVICE void put2(void* dst, int j, u32 v) {
 
 // ---- integers ---------------------------------------------------------------------------------
 // pairs first..: each field biased to unsigned, under the magic (f16 1024, bf16 128: ulp 1)
-template <int B, bool SIGNED, bool BF16, int N>
+template <int B, bool SIGNED, bool BF16, int N, int Z>
 TC_DEVICE void int_pairs(const void* src, void* dst, int first) {
   constexpr u32 magic = BF16 ? 0x4300u : 0x6400u, off = SIGNED ? 1u << (B - 1) : 0u;
+  constexpr u32 sub = (magic + off + Z) * 0x10001u;
 #pragma unroll
   for (int j = first; j < (N + 1) / 2; ++j) {
     const u32 x = field<B, N>(src, 2 * j) ^ off;
     const u32 y = 2 * j + 1 < N ? field<B, N>(src, 2 * j + 1) ^ off : 0u;
-    put2<N>(dst, j, sub2<BF16>(x | (y << 16) | (magic * 0x10001u), (magic + off) * 0x10001u));
+    put2<N>(dst, j, sub2<BF16>(x | (y << 16) | (magic * 0x10001u), sub));
   }
 }
 
-// 4 bytes of w -> f16: PRMT under 0x64, subtract 1024 (+128 for signed, after w ^ 0x80808080)
-template <bool SIGNED>
+// 4 bytes of w -> f16: PRMT under 0x64, subtract 1024 + T (T = 128 for signed, after
+// w ^ 0x80808080, plus Z)
+template <bool SIGNED, int T>
 TC_DEVICE void u8x4_f16(u32 w, u32* out) {
-  constexpr u32 mag = SIGNED ? 0x64806480u : 0x64006400u;
+  constexpr u32 mag = (0x6400u + T) * 0x10001u;
   if (SIGNED) w ^= 0x80808080u;
   out[0] = sub_f16x2(prmt(w, 0x64u, 0x4140u), mag);
   out[1] = sub_f16x2(prmt(w, 0x64u, 0x4342u), mag);
 }
 
-// 4 bytes of w -> bf16: each byte in the mantissa of 2^23 (an f32), 2^23 (+128) subtracted,
-// two rounded (exactly) to a bf16x2
-template <bool SIGNED>
+// 4 bytes of w -> bf16: each byte in the mantissa of 2^23 (an f32), 2^23 + T subtracted, two
+// rounded (exactly) to a bf16x2
+template <bool SIGNED, int T>
 TC_DEVICE void u8x4_bf16(u32 w, u32* out) {
-  constexpr float big = SIGNED ? 8388736.0f : 8388608.0f;
+  constexpr float big = 8388608.0f + T;
   if (SIGNED) w ^= 0x80808080u;
   float f[4];
 #pragma unroll
@@ -152,10 +158,10 @@ TC_DEVICE void u8x4_bf16(u32 w, u32* out) {
 }
 
 // 8 nibbles of w -> f16 (the 0x64006400 LOP3 trick, halves reordered by PRMT)
-template <bool SIGNED>
+template <bool SIGNED, int T>
 TC_DEVICE void u4x8_f16(u32 w, u32* out) {
-  constexpr u32 lo = SIGNED ? 0x64086408u : 0x64006400u;  // 1024 (+8)
-  constexpr u32 hi = SIGNED ? 0xD480D480u : 0xD400D400u;  // -64 (-72)
+  constexpr u32 lo = (0x6400u + T) * 0x10001u;       // 1024 + T
+  constexpr u32 hi = (0xD400u + 16 * T) * 0x10001u;  // -(64 + T): the ulp at 64 is 1/16
   if (SIGNED) w ^= 0x88888888u;
   const u32 v = w >> 8;
   u32 h0 = and_or(w, 0x000F000Fu, 0x64006400u), h1 = and_or(w, 0x00F000F0u, 0x64006400u);
@@ -171,9 +177,9 @@ TC_DEVICE void u4x8_f16(u32 w, u32* out) {
 }
 
 // 8 nibbles of w -> bf16: each nibble shifted down under 0x4300 (128 + x), one HFMA2 per pair
-template <bool SIGNED>
+template <bool SIGNED, int T>
 TC_DEVICE void u4x8_bf16(u32 w, u32* out) {
-  constexpr u32 mag = SIGNED ? 0x43084308u : 0x43004300u;  // 128 (+8)
+  constexpr u32 mag = (0x4300u + T) * 0x10001u;  // 128 + T
   if (SIGNED) w ^= 0x88888888u;
   u32 h[4];
 #pragma unroll
@@ -187,7 +193,7 @@ TC_DEVICE void u4x8_bf16(u32 w, u32* out) {
 
 // 32 / B codes of w (B = 1, 2) -> f16 / bf16: codes k and k + 16 / B in the halves of one word
 // (SHF + LOP3 under the magic), one subtraction per pair, PRMTs put the halves in order
-template <int B, bool SIGNED, bool BF16>
+template <int B, bool SIGNED, bool BF16, int Z>
 TC_DEVICE void narrow_word(u32 w, u32* out) {
   constexpr int H = 16 / B;  // pairs per word
   constexpr u32 magic = BF16 ? 0x4300u : 0x6400u, off = SIGNED ? 1u << (B - 1) : 0u;
@@ -196,25 +202,28 @@ TC_DEVICE void narrow_word(u32 w, u32* out) {
 #pragma unroll
   for (int k = 0; k < H; ++k)
     h[k] = sub2<BF16>(and_or(w >> (B * k), ((1u << B) - 1u) * 0x10001u, magic * 0x10001u),
-                      (magic + off) * 0x10001u);
+                      (magic + off + Z) * 0x10001u);
 #pragma unroll
   for (int j = 0; j < H; ++j)
     out[j] = 2 * j < H ? prmt(h[2 * j], h[2 * j + 1], 0x5410u)
                        : prmt(h[2 * j - H], h[2 * j + 1 - H], 0x7632u);
 }
 
-template <int B, bool SIGNED, bool BF16, int N>
+template <int B, bool SIGNED, bool BF16, int N, int Z = 0>
 TC_DEVICE void fast_cast_int(const void* src, void* dst) {
   static_assert(B >= 1 && B <= 8, "1..8-bit integers");
+  constexpr int T = (SIGNED ? 1 << (B - 1) : 0) + Z;  // subtracted with the magic
+  static_assert(T >= 0 && T < (B == 4 && !BF16 ? 64 : BF16 && B < 8 ? 128 : 1024),
+                "the zero point must keep (magic + x) - (magic + T) exact");
   constexpr int per = B == 8 || B == 4 || B == 2 || B == 1 ? 32 / B : 0;  // per whole word
   constexpr int words = per ? N / per : 0;
 #pragma unroll
   for (int k = 0; k < words; ++k) {
     const u32 w = word<B, N>(src, k);
     u32 out[16];  // per / 2 result words
-    if (B == 8) BF16 ? u8x4_bf16<SIGNED>(w, out) : u8x4_f16<SIGNED>(w, out);
-    else if (B == 4) BF16 ? u4x8_bf16<SIGNED>(w, out) : u4x8_f16<SIGNED>(w, out);
-    else narrow_word<B, SIGNED, BF16>(w, out);
+    if (B == 8) BF16 ? u8x4_bf16<SIGNED, T>(w, out) : u8x4_f16<SIGNED, T>(w, out);
+    else if (B == 4) BF16 ? u4x8_bf16<SIGNED, T>(w, out) : u4x8_f16<SIGNED, T>(w, out);
+    else narrow_word<B, SIGNED, BF16, Z>(w, out);
 #pragma unroll
     for (int q = 0; q < per / 2; ++q) put2<N>(dst, k * per / 2 + q, out[q]);
   }
@@ -222,12 +231,12 @@ TC_DEVICE void fast_cast_int(const void* src, void* dst) {
 #pragma unroll
     for (int i = words * per; i < N; ++i) {
       const u32 x = field<B, N>(src, i) ^ (SIGNED ? 0x80u : 0u);
-      const float f = __uint_as_float(0x4B000000u | x) - (SIGNED ? 8388736.0f : 8388608.0f);
+      const float f = __uint_as_float(0x4B000000u | x) - (8388608.0f + T);
       const u16 h = static_cast<u16>(pack_bfloat2(f, 0.0f));
       memcpy(static_cast<u8*>(dst) + 2 * i, &h, 2);
     }
   } else {
-    int_pairs<B, SIGNED, BF16, N>(src, dst, words * per / 2);
+    int_pairs<B, SIGNED, BF16, N, Z>(src, dst, words * per / 2);
   }
 }
 

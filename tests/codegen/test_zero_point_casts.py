@@ -1,0 +1,110 @@
+"""A zero point subtracted from a fast integer cast joins the cast's magic subtrahend: `cast(w)
+- z` prints as one `tc::fast_cast_int<..., z>` when the cast's only reader is the subtraction and
+the offset keeps the trick exact; otherwise the subtraction stays (same values either way). On
+the GPU every code minus every representative zero gives the interpreter's bits."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from tilecraft import dtypes as dt
+
+from .fast_cast_programs import INTS, cast_program, every_code, vm_result
+from .sass import cuobjdump, sass
+
+
+def _source(src: str, dst: str, n: int, zero, keep_cast: bool = False) -> str:
+    from tilecraft.codegen.block_cuda.build import generate_block
+
+    return generate_block(cast_program(src, dst, n, zero=zero, keep_cast=keep_cast),
+                          "sm_90a").source
+
+
+def _zeros(src: str, dst: str) -> list[int]:
+    """Zero points the fused cast takes: 1, the middle code, the largest the trick allows."""
+    from tilecraft.block.select_cast import zero_point_limit
+
+    s = dt.resolve(src)
+    signed = 1 << (s.bits - 1) if s.kind == "int" else 0
+    top = zero_point_limit(s, dt.resolve(dst)) - 1 - signed
+    return sorted({1, min(1 << (s.bits - 1), top), top} - {0})
+
+
+@pytest.mark.parametrize("src,dst,zero", [("uint4", "float16", 8), ("uint4", "bfloat16", 8),
+                                          ("uint8", "float16", 128), ("uint2", "float16", 2),
+                                          ("uint1", "bfloat16", 1), ("int4", "float16", -3),
+                                          ("uint3", "float16", 4), ("uint8", "bfloat16", 100)])
+def test_a_constant_zero_point_joins_the_fast_cast(src, dst, zero):
+    code = _source(src, dst, 16, zero)
+    bf16 = "true" if dst == "bfloat16" else "false"
+    signed = "true" if src.startswith("int") else "false"
+    bits = dt.resolve(src).bits
+    assert f"tc::fast_cast_int<{bits}, {signed}, {bf16}, 16, {zero}>(codes_, shifted_)" in code
+    assert "tc::cast<" not in code  # no element-wise subtraction left
+
+
+@pytest.mark.parametrize("src,dst,zero,why", [
+    ("uint4", "float16", 64, "past the f16 high nibbles' range"),
+    ("uint4", "bfloat16", 128, "past bf16's exact range"),
+    ("uint8", "float16", 2.5, "not a whole number"),
+    ("int4", "float16", -9, "below the signed offset"),
+    ("float4_e2m1", "float16", 1, "a float cast has no magic subtrahend"),
+])
+def test_zero_points_the_trick_cannot_absorb_stay_a_subtraction(src, dst, zero, why):
+    code = _source(src, dst, 16, zero)
+    assert re.search(r"shifted_\[li\] = .* - ", code), why
+    assert not re.search(r"fast_cast_\w+<[^>]*>\(codes_, shifted_\)", code)
+
+
+def test_a_cast_read_elsewhere_is_not_fused():
+    code = _source("uint4", "float16", 16, 8, keep_cast=True)
+    assert "tc::fast_cast_int<4, false, false, 16>(codes_, out_)" in code
+    assert re.search(r"shifted_\[li\] = .* - ", code)
+
+
+@pytest.mark.parametrize("src", ["uint4", "uint2"])
+def test_the_zero_point_costs_no_instruction(src):
+    """SASS of the cast alone and of the cast minus 8: the same instruction count."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    if cuobjdump() is None:
+        pytest.skip("cuobjdump is not installed (pip test extras)")
+    from tilecraft.codegen.block_cuda.build import generate_block
+    from tilecraft.runtime import compile_cuda
+
+    counts = []
+    for zero in (None, 2):
+        gen = generate_block(cast_program(src, "float16", 64, zero=zero), "sm_90a")
+        cubin = compile_cuda(gen.source, "sm_90a", name=gen.name).cubin
+        counts.append(Counter(re.search(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", ln).group(1)
+                              for ln in sass(cubin)))
+    assert sum(counts[1].values()) == sum(counts[0].values()), counts
+
+
+THREADS, BLOCKS = 128, 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dst", ["float16", "bfloat16"])
+@pytest.mark.parametrize("src", INTS)
+def test_every_code_minus_a_zero_point_matches_the_interpreter_on_the_gpu(src, dst):
+    import torch
+
+    from tilecraft.codegen.block_cuda import build_block_kernel
+    from tilecraft.targets import current_target
+
+    n = 32 if dt.resolve(src).bits != 3 else 24
+    for zero in _zeros(src, dst):
+        prog = cast_program(src, dst, n, THREADS, BLOCKS, zero=zero)
+        kernel = build_block_kernel(prog, current_target().arch)
+        assert f", {zero}>(codes_, shifted_)" in kernel.source
+        data = torch.from_numpy(every_code(src, n, THREADS, BLOCKS)).cuda()
+        out = torch.zeros(THREADS * BLOCKS * n, dtype=dt.resolve(dst).torch_dtype, device="cuda")
+        kernel(data, out)
+        got = out.view(torch.int16).cpu().numpy().view(np.uint16)
+        want = vm_result(src, dst, n, THREADS, BLOCKS, zero)
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, (zero, [(int(i), hex(got[i]), hex(want[i])) for i in bad[:8]])
