@@ -18,7 +18,7 @@ from tilecraft.block import (
     StoreGlobal,
     View,
 )
-from tilecraft.layout import spatial
+from tilecraft.layout import Fragment, spatial
 
 INTS = [f"uint{b}" for b in range(1, 9)] + [f"int{b}" for b in range(2, 9)]
 FLOATS = ["float8_e4m3", "float8_e5m2", "float6_e3m2", "float6_e2m3", "float5_e2m2",
@@ -26,14 +26,16 @@ FLOATS = ["float8_e4m3", "float8_e5m2", "float6_e3m2", "float6_e2m3", "float5_e2
 
 
 def cast_program(src: str, dst: str, n: int, threads: int = 32, blocks: int = 1,
-                 zero: float | None = None, keep_cast: bool = False) -> BlockProgram:
+                 zero: float | None = None, keep_cast: bool = False,
+                 codes_layout: Fragment | None = None) -> BlockProgram:
     """`blocks` x `threads` threads, each converting n elements (n * bits a multiple of 8), then
-    `- zero` when a zero is given (`keep_cast`: the cast itself is stored too, after it)."""
+    `- zero` when a zero is given (`keep_cast`: the cast itself is stored too, after it).
+    `codes_layout`: the codes' layout (the result's stays spatial(threads).local(n))."""
     nbytes = n * dt.resolve(src).bits // 8
     g = GlobalTensor.create("g", "uint8", (blocks * threads * nbytes,))
     o = GlobalTensor.create("o", dst, (blocks * threads * n,))
     raw = RegisterTensor.create("raw", "uint8", spatial(threads).local(nbytes))
-    codes = RegisterTensor.create("codes", src, spatial(threads).local(n))
+    codes = RegisterTensor.create("codes", src, codes_layout or spatial(threads).local(n))
     out = RegisterTensor.create("out", dst, spatial(threads).local(n))
     prog = BlockProgram.create("cast", (g, o), (blocks,), threads, [])
     (bi,) = prog.block_vars

@@ -3,7 +3,9 @@ include/tilecraft/fast_cast.cuh compiled by the host C++ compiler with its six P
 (prmt, lop3, sub/mul/fma.rn.f16x2, fma.rn.bf16x2) replaced by exact models (round to nearest
 even, subnormals kept, as PTX defines them) and cvt.rn.bf16x2.f32 likewise. Every type the fast
 path takes, to f16 and bf16, at local sizes with tails and odd counts, every code at every
-position; the integer casts also minus zero points (the fused `fast_cast_int<..., Z>`).
+position; the integer casts also minus zero points (the fused `fast_cast_int<..., Z>`), and 1-,
+2- and 4-bit integers also from interleaved words (`ILV`: element j of a word at code position
+(j % 2) * 16/b + j // 2, results in natural order).
 (test_fast_casts_gpu.py and test_zero_point_casts.py run the real instructions.)"""
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from tilecraft import dtypes as dt
 from tilecraft.block.select_cast import plan_for, zero_point_limit
 from tilecraft.interp.evaluate import compute_type
+from tilecraft.layout.permute import interleave_permutation
 from tilecraft.interp.values import store_cast
 
 from .fast_cast_programs import FLOATS, INTS
@@ -120,7 +123,11 @@ def _cases():
                 plan = plan_for(s, d, 8, zero=zero)
                 if plan is not None:
                     for n in SIZES:
-                        yield src, dst, n, plan.func.replace(", 8", f", {n}", 1), zero
+                        yield src, dst, n, plan.func.replace(", 8", f", {n}", 1), zero, None
+                if s.is_integer and s.bits in (1, 2, 4):
+                    for n in (32 // s.bits, 64 // s.bits):
+                        plan = plan_for(s, d, n, zero=zero, interleaved=True)
+                        yield src, dst, n, plan.func, zero, interleave_permutation(n, s.bits)
 
 
 def _expected(src: str, dst: str, zero: int) -> np.ndarray:
@@ -139,7 +146,7 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
         pytest.skip("no host C++ compiler")
     cases = list(_cases())
     calls = []
-    for k, (src, _, n, func, _) in enumerate(cases):
+    for k, (src, _, n, func, _, _) in enumerate(cases):
         b = dt.resolve(src).bits
         calls.append(f"""{{
   for (int c = 0; c < {1 << b}; ++c) {{
@@ -165,9 +172,10 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
     for line in run.stdout.splitlines():
         k, *vals = map(int, line.split())
         rows.setdefault(k, []).append(vals)
-    for k, (src, dst, n, func, zero) in enumerate(cases):
+    for k, (src, dst, n, func, zero, perm) in enumerate(cases):
         nc, table = 1 << dt.resolve(src).bits, _expected(src, dst, zero)
-        want = [[table[(c + 7 * i) % nc] for i in range(n)] + [0xABCD] * 2 for c in range(nc)]
+        at = perm or range(n)  # result j is the code at position at[j]
+        want = [[table[(c + 7 * at[j]) % nc] for j in range(n)] + [0xABCD] * 2 for c in range(nc)]
         got = np.array(rows[k])
         bad = np.argwhere(got != np.array(want))
         assert bad.size == 0, (func, [(int(c), int(i), hex(got[c, i])) for c, i in bad[:4]])

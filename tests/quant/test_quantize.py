@@ -45,7 +45,8 @@ def test_dequantize_is_the_formula_on_the_codes_pack_weight_laid_out(dtype, sche
     bits = dtypes.resolve(dtype).bits
     codes = qw.codes().numpy()
     assert qw.packed.shape == (N // 16, K // 64, 128 * bits) and qw.packed.dtype == torch.uint8
-    np.testing.assert_array_equal(qw.packed.numpy(), pack_weight_tiles(codes, bits, pack_layout()))
+    np.testing.assert_array_equal(qw.packed.numpy(),
+                                  pack_weight_tiles(codes, bits, pack_layout(dtype)))
     values = dtypes.resolve(dtype).to_float(codes).astype(np.float64)
     s = np.repeat(qw.scales.double().numpy(), GROUP, axis=1)
     expected = (values - _zeros(qw)) * s

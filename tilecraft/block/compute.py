@@ -118,8 +118,9 @@ class UnaryOp(SrcOut):
 
 @dataclass(frozen=True)
 class Cast(SrcOut):
-    """`out = cast(src, dtype)`: convert every element as a GPU store does (the layout is kept:
-    `out.layout == src.layout`)."""
+    """`out = cast(src, dtype)`: convert every element as a GPU store does. `out.layout` is
+    src's, or holds the same elements in each thread in another register order, the same in
+    every thread (layout/permute.py: e.g. interleaved 4-bit words cast to the mma's order)."""
 
     src: RegisterTensor
     out: RegisterTensor

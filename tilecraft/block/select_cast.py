@@ -23,6 +23,11 @@ with the interpreter (tests/codegen).
 The plan is recorded by `select_instructions` (select.py); None (any other pair: f32 results,
 16/32-bit sources, ...) leaves the element-wise `tc::cast` of the printer.
 
+A cast into another register order (Cast's `out.layout`, layout/permute.py) takes the fast path
+when it undoes `interleave_words` for 1-, 2- and 4-bit integers (the halves of a result word come
+from codes k and k + 16/b of a source word: in that order no PRMT puts them in place; `ILV` in
+the function's template arguments); other reorderings stay element-wise.
+
 An integer cast whose only reader subtracts a whole constant (a zero point) is one fast cast:
 the tricks subtract a magic number anyway, and the zero joins it (exact: `fuse_zero_points`).
 
@@ -54,15 +59,26 @@ class CastPlan:
     count: int
 
 
-def select_cast(s: Cast, target=None) -> CastPlan | None:
-    """The fast plan for `s` on `target` (a tilecraft.targets.Target; None: sm_80), or None."""
-    return plan_for(s.src.dtype, s.out.dtype, s.src.layout.local_size, target)
+def select_cast(s: Cast, target=None, zero: int = 0) -> CastPlan | None:
+    """The fast plan for `s` on `target` (a tilecraft.targets.Target; None: sm_80), or None;
+    `zero`: minus that zero point (integer sources)."""
+    count = s.src.layout.local_size
+    if s.out.layout == s.src.layout:
+        return plan_for(s.src.dtype, s.out.dtype, count, target, zero)
+    from tilecraft.layout.permute import interleave_permutation, local_permutation
+
+    bits = s.src.dtype.bits
+    if not s.src.dtype.is_integer or bits not in (1, 2, 4) or count % (32 // bits) \
+            or local_permutation(s.src.layout, s.out.layout) != interleave_permutation(count, bits):
+        return None
+    return plan_for(s.src.dtype, s.out.dtype, count, target, zero, interleaved=True)
 
 
 def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
-             zero: int = 0) -> CastPlan | None:
+             zero: int = 0, interleaved: bool = False) -> CastPlan | None:
     """The plan converting `count` elements of `src` to `out` per thread, or None; `zero` (an
-    integer source only) is subtracted from every result."""
+    integer source only) is subtracted from every result; `interleaved`: the source's words are
+    in `interleave_words` order (1-, 2-, 4-bit integers, whole words), the results natural."""
     if out.name not in _DESTS or src.bits > 8 or src.is_bool or count < 1:
         return None
     if target is not None and tuple(target.compute_capability) < (8, 0):
@@ -71,7 +87,7 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
     flag = "true" if bf16 else "false"
     if src.is_integer:
         signed = "true" if src.kind == "int" else "false"
-        tail = f", {zero}" if zero else ""
+        tail = f", {zero}, true" if interleaved else f", {zero}" if zero else ""
         func = f"tc::fast_cast_int<{src.bits}, {signed}, {flag}, {count}{tail}>"
         kind, group = {8: ("prmt", 4), 4: ("lop3", 8), 2: ("lop3", 16),
                        1: ("lop3", 32)}.get(src.bits, ("field", 2))
@@ -115,7 +131,7 @@ def zero_point(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> ZeroPo
     offset = int(value) + (1 << (src.bits - 1) if src.kind == "int" else 0)
     if not 0 <= offset < zero_point_limit(src, cast.out.dtype) or int(value) == 0:
         return None
-    fused = plan_for(src, cast.out.dtype, plan.count, target, zero=int(value))
+    fused = select_cast(cast, target, zero=int(value))
     return ZeroPointCast(cast, fused, int(value)) if fused is not None else None
 
 

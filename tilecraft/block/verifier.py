@@ -170,7 +170,12 @@ def _elementwise(s: BinaryOp | UnaryOp) -> None:
 
 @_check(Cast)
 def _cast(s: Cast) -> None:
-    _same_layout(s, s.src, s.out)
+    from tilecraft.layout.permute import local_permutation
+
+    if s.src.layout != s.out.layout and local_permutation(s.src.layout, s.out.layout) is None:
+        raise _bad(s, f"`{s.src.name}` has layout {s.src.layout!r} but `{s.out.name}` has "
+                   f"{s.out.layout!r}: a cast may reorder each thread's elements (the same way "
+                   "in every thread), not move them between threads")
 
 
 @_check(View)

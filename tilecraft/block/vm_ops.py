@@ -264,8 +264,13 @@ def _elementwise(vm: BlockVM, s) -> None:
 
 @rule(Cast)
 def _cast(vm: BlockVM, s: Cast) -> None:
+    from tilecraft.layout.permute import apply_permutation, local_permutation
+
     value = vm.register(s.src).astype(compute_type(s.src.dtype), copy=False)
-    vm.regs[s.out] = np.ascontiguousarray(store_cast(s.out.dtype, value))
+    out = np.ascontiguousarray(store_cast(s.out.dtype, value))
+    if s.out.layout != s.src.layout:  # (the verifier checked the permutation exists)
+        out = apply_permutation(out, local_permutation(s.src.layout, s.out.layout))
+    vm.regs[s.out] = out
 
 
 @rule(View)

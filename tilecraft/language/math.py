@@ -133,8 +133,9 @@ def if_then_else(cond, a, b):
     return Select.create(cond, _val(a), _val(b))
 
 
-def cast(value, dtype):
-    """Convert `value` to `dtype` (accepts `T.cast(x, "float16")` and `T.cast("float16", x)`)."""
+def cast(value, dtype, layout=None):
+    """Convert `value` to `dtype` (accepts `T.cast(x, "float16")` and `T.cast("float16", x)`).
+    `layout`: for a register tensor only, the result's layout (T.cast_register)."""
     if isinstance(value, str) and not isinstance(dtype, str):
         value, dtype = dtype, value
     from tilecraft.block import RegisterTensor
@@ -147,7 +148,13 @@ def cast(value, dtype):
     if isinstance(value, RegisterTensor):  # the Tilus level: a register tensor of another dtype
         from .tilus import cast_register
 
-        return cast_register(value, dtype)
+        return cast_register(value, dtype, layout)
+    if layout is not None:
+        from tilecraft.diagnostics import current_span
+
+        raise TilecraftError("TC603", current_span(), instr="cast",
+                             detail="`layout=` is for register tensors (T.load_shared, T.view, "
+                             "...); a scalar or tile expression has no register layout")
     value, t = _val(value), dt.resolve(dtype)
     if isinstance(value, int) and not isinstance(value, bool) and t.is_integer:
         return Const.create(wrap_int(value, t), t)  # an explicit conversion wraps, as in C

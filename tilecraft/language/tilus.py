@@ -193,9 +193,12 @@ def exit() -> None:
     in_kernel("T.exit").emit(Exit.create(span=current_span()))
 
 
-def cast_register(x: RegisterTensor, dtype: Any) -> RegisterTensor:
-    """`x` converted to `dtype`, same layout (T.cast on a register tensor)."""
-    out = _register(dtype, x.layout, "cast")
+def cast_register(x: RegisterTensor, dtype: Any, layout: Any = None) -> RegisterTensor:
+    """`x` converted to `dtype` (T.cast on a register tensor), in x's layout or in `layout`: the
+    same elements in each thread in another register order, the same in every thread (e.g. 4-bit
+    codes packed in interleaved words, tilecraft.layout.interleave_words, cast straight into the
+    mma operand's order: the fast cast then needs no byte permutes)."""
+    out = _register(dtype, x.layout if layout is None else layout, "cast")
     in_kernel("T.cast").emit(Cast.create(x, out, span=current_span()))
     return out
 

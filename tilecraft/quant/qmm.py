@@ -7,10 +7,12 @@ tile of X into shared memory (pipelined), loads the bytes with the uint8 layout,
 as the weight type in the A operand layout, casts them to X's type, applies the group's scale
 (and zero) and multiplies with X's tile (mma.sync, or wgmma with A from registers on sm_90a).
 
-**Packed format** (what `pack_weight(codes, dtype, layout=pack_layout())` makes of the (N, K)
-codes): uint8 [N / 16, K / 64, 128 * bits], tile (i, j) = rows 16i.., columns 64j.. of W in the
-byte order of `pack_layout()` = `local(1, 4) * (mma A atom)` over one warp (4 * bits bytes per
-thread).
+**Packed format** (what `pack_weight(codes, dtype, layout=pack_layout(dtype))` makes of the
+(N, K) codes): uint8 [N / 16, K / 64, 128 * bits], tile (i, j) = rows 16i.., columns 64j.. of W
+in the order of `pack_layout(dtype)` over one warp (4 * bits bytes per thread): `mma_layout()` =
+`local(1, 4) * (mma A atom)`, for 1-, 2- and 4-bit integers with each 32-bit word interleaved
+(tilecraft.layout.interleave_words: element j at code position (j % 2) * 16/b + j // 2), which
+the kernel's cast turns into the mma's order with no byte permutes.
 
 `quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
 arguments first): it picks tile sizes (`choose_config`), builds the kernels once per shape and
@@ -22,16 +24,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilecraft.dtypes import resolve
 from tilecraft.layout import Fragment, local
 from tilecraft.layout.atoms import MMA_M16N8K16_F16
+from tilecraft.layout.permute import interleave_words
 
 PACK_TILE = (16, 64)  # (rows of W = output channels, columns of W = K) per packed tile
 
 
-def pack_layout() -> Fragment:
-    """The register layout of one packed (16, 64) weight tile: a warp's mma A operand, four
-    k16 steps side by side."""
+def mma_layout() -> Fragment:
+    """A warp's mma A operand over a (16, 64) weight tile: four k16 steps side by side."""
     return local(1, 4) * MMA_M16N8K16_F16.a
+
+
+def pack_layout(dtype: Any) -> Fragment:
+    """The register layout the codes of one packed (16, 64) tile of `dtype` are stored in:
+    `mma_layout()`, with interleaved words for 1-, 2- and 4-bit integers."""
+    t = resolve(dtype)
+    if t.is_integer and t.bits in (1, 2, 4):
+        return interleave_words(mma_layout(), t.bits)
+    return mma_layout()
 
 
 def packed_shape(n: int, k: int, bits: int) -> tuple[int, int, int]:

@@ -8,7 +8,7 @@ import tilecraft
 import tilecraft.language as T
 from tilecraft.dtypes import resolve
 from tilecraft.layout import Fragment, local, spatial
-from tilecraft.quant.qmm import pack_layout
+from tilecraft.quant.qmm import mma_layout, pack_layout
 
 
 def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
@@ -36,7 +36,8 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     KS = K // split  # the K slice of one block
     GS = min(G, KS // group + 2)  # the groups a slice touches (at most)
     tile_bytes = 128 * bits
-    w_layout = spatial(warps, 1) * local(rows, 1) * pack_layout()  # (BN, 64): the mma A operand
+    w_layout = spatial(warps, 1) * local(rows, 1) * mma_layout()  # (BN, 64): the mma A operand
+    c_layout = spatial(warps, 1) * local(rows, 1) * pack_layout(wtype)  # the codes as packed
     u_layout = byte_layout(warps, rows, bits)
     s_layout = w_layout.reduce(1, keepdim=True)  # a row's scale, where the row's elements are
     p_shape = (split, M, N) if split > 1 else (1, 1, 1)  # partial sums (unused when split = 1)
@@ -67,7 +68,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s)
                 for j in steps:  # a Python list: unrolled at parse time (constant offsets)
                     wb = T.load_shared(W_s, layout=u_layout, offset=[0, j * tile_bytes])
-                    w = T.cast(T.view(wb, dtype=wtype, layout=w_layout), xtype)
+                    w = T.cast(T.view(wb, dtype=wtype, layout=c_layout), xtype, layout=w_layout)
                     g = (kk * BK + j * 64) // group - g0
                     if has_zeros:
                         w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])

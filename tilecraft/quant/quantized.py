@@ -17,7 +17,7 @@ z = round(qmin - lo / s) clamped to [qmin, qmax] (the values of the type's codes
 floats: z = 0 and s as symmetric (a shifted float grid loses its fine steps near 0, and v - z
 is not exact in f16). s is rounded *up* to the scale dtype (no weight clips by more than s / 2),
 an all-zero group gets s = 1. Codes: `tilecraft.quantize_to(w / s + z, dtype)` (nearest value,
-ties to even, saturating), packed with `pack_weight(codes, dtype, layout=qmm.pack_layout())`.
+ties to even, saturating), packed with `pack_weight(codes, dtype, layout=qmm.pack_layout(dtype))`.
 
 Refusals are TC321 at the user's line (the first frame outside tilecraft and torch).
 """
@@ -198,7 +198,7 @@ class QuantizedWeight:
         from tilecraft.quant.qmm import pack_layout
         from tilecraft.quant.weights import unpack_weight
 
-        return unpack_weight(self.packed, self.dtype, layout=pack_layout())
+        return unpack_weight(self.packed, self.dtype, layout=pack_layout(self.dtype))
 
     def dequantize(self, dtype: Any = None) -> Any:
         """The (N, K) weight `(value(code) - z) * s`, computed in float64 from the packed codes
@@ -291,7 +291,7 @@ def quantize(weight: Any, dtype: Any, group_size: int | None = 128, scheme: str 
     import tilecraft
 
     codes = tilecraft.quantize_to(v.reshape(N, K), dt)
-    packed = pack_weight(codes, dt, layout=pack_layout())
+    packed = pack_weight(codes, dt, layout=pack_layout(dt))
     return QuantizedWeight(packed=packed, scales=scales, zeros=zeros, dtype=dt.name,
                            group_size=group, shape=shape, zero_point=zero_point_of(dt, scheme),
                            scheme=scheme)

@@ -74,8 +74,16 @@ class ComputePrinter(MmaPrinter):
     def _Cast(self, s: Cast) -> None:
         if self.fast_cast(s):
             return
+        slot = "li"
+        if s.out.layout != s.src.layout:  # another register order (the same in every thread)
+            from tilecraft.layout.permute import local_permutation
+
+            slot = f"perm{len(self.lines)}"
+            perm = local_permutation(s.src.layout, s.out.layout)
+            self.w(f"const int {slot}[{len(perm)}] = {{{', '.join(map(str, perm))}}};")
+            slot += "[li]"
         self.per_register(s.out)
-        value = f"tc::cast<{ctype(s.out.dtype)}>({self.reg_get(s.src, 'li')})"
+        value = f"tc::cast<{ctype(s.out.dtype)}>({self.reg_get(s.src, slot)})"
         self.w(self.reg_set(s.out, "li", value))
         self.close()
 

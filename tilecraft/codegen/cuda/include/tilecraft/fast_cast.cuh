@@ -5,9 +5,11 @@
 // (sub-byte types) or a byte array (8-bit types); the results are N 16-bit values (two per word).
 // Every function converts all N elements exactly as the interpreter does (tilecraft.dtypes):
 //
-//   fast_cast_int<B, SIGNED, BF16, N, Z>(src, dst)   uint1..uint8, int2..int8 (bf16: B <= 7 by
-//       the 0x4300 magic; 8-bit ints through f32), minus the integer Z (a zero point: it joins
-//       the subtrahend the magic needs anyway, so `cast(x) - Z` costs what `cast(x)` does)
+//   fast_cast_int<B, SIGNED, BF16, N, Z, ILV>(src, dst)  uint1..uint8, int2..int8 (bf16: B <= 7
+//       by the 0x4300 magic; 8-bit ints through f32), minus the integer Z (a zero point: it
+//       joins the subtrahend the magic needs anyway, so `cast(x) - Z` costs what `cast(x)` does);
+//       ILV (B = 1, 2, 4, whole words): each source word holds element j at code position
+//       (j % 2) * 16/B + j / 2 (layout/permute.py `interleave_words`), results in natural order
 //   fast_cast_float<E, M, SPECIAL, BF16, N>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
 //       float8_e5m2; bf16: every E), SPECIAL 0: every code finite (custom floats), 1: only the
 //       all-ones magnitude is NaN (float8_e4m3), 2: IEEE (float8_e5m2)
@@ -16,7 +18,7 @@
 //   u8/i8 -> f16   PRMT each byte under 0x64 (1024 + x), one HSUB2 per two
 //   u4/i4 -> f16   LOP3 (w & 0x000F000F) | 0x64006400 and (w & 0x00F000F0) | 0x64006400 on w
 //                  and w >> 8: low nibbles 1024 + x (HSUB2), high ones 1024 + 16x (HFMA2 by
-//                  1/16 - 64); four PRMTs put the halves in order
+//                  1/16 - 64); four PRMTs put the halves in order (none when ILV)
 //   u1, u2/i2      codes k and k + 16/b of a word in its halves (SHF + LOP3 under the magic),
 //                  one subtraction per pair, PRMTs put them in order
 //   other ints     each pair of fields in a word's halves, OR the magic, one subtraction
@@ -158,7 +160,7 @@ TC_DEVICE void u8x4_bf16(u32 w, u32* out) {
 }
 
 // 8 nibbles of w -> f16 (the 0x64006400 LOP3 trick, halves reordered by PRMT)
-template <bool SIGNED, int T>
+template <bool SIGNED, int T, bool ILV>
 TC_DEVICE void u4x8_f16(u32 w, u32* out) {
   constexpr u32 lo = (0x6400u + T) * 0x10001u;       // 1024 + T
   constexpr u32 hi = (0xD400u + 16 * T) * 0x10001u;  // -(64 + T): the ulp at 64 is 1/16
@@ -170,6 +172,10 @@ TC_DEVICE void u4x8_f16(u32 w, u32* out) {
   h2 = sub_f16x2(h2, lo);  // (e2, e6)
   h1 = fma_f16x2(h1, 0x2C002C00u, hi);  // (1024 + 16x) / 16 - 64: (e1, e5)
   h3 = fma_f16x2(h3, 0x2C002C00u, hi);  // (e3, e7)
+  if (ILV) {  // codes k, k + 4 are elements 2k, 2k + 1
+    out[0] = h0, out[1] = h1, out[2] = h2, out[3] = h3;
+    return;
+  }
   out[0] = prmt(h0, h1, 0x5410u);
   out[1] = prmt(h2, h3, 0x5410u);
   out[2] = prmt(h0, h1, 0x7632u);
@@ -177,7 +183,7 @@ TC_DEVICE void u4x8_f16(u32 w, u32* out) {
 }
 
 // 8 nibbles of w -> bf16: each nibble shifted down under 0x4300 (128 + x), one HFMA2 per pair
-template <bool SIGNED, int T>
+template <bool SIGNED, int T, bool ILV>
 TC_DEVICE void u4x8_bf16(u32 w, u32* out) {
   constexpr u32 mag = (0x4300u + T) * 0x10001u;  // 128 + T
   if (SIGNED) w ^= 0x88888888u;
@@ -185,6 +191,11 @@ TC_DEVICE void u4x8_bf16(u32 w, u32* out) {
 #pragma unroll
   for (int k = 0; k < 4; ++k)
     h[k] = sub2<true>(and_or(w >> (4 * k), 0x000F000Fu, 0x43004300u), mag);
+  if (ILV) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) out[k] = h[k];
+    return;
+  }
   out[0] = prmt(h[0], h[1], 0x5410u);  // h[k] holds (e_k, e_{k+4})
   out[1] = prmt(h[2], h[3], 0x5410u);
   out[2] = prmt(h[0], h[1], 0x7632u);
@@ -193,7 +204,7 @@ TC_DEVICE void u4x8_bf16(u32 w, u32* out) {
 
 // 32 / B codes of w (B = 1, 2) -> f16 / bf16: codes k and k + 16 / B in the halves of one word
 // (SHF + LOP3 under the magic), one subtraction per pair, PRMTs put the halves in order
-template <int B, bool SIGNED, bool BF16, int Z>
+template <int B, bool SIGNED, bool BF16, int Z, bool ILV>
 TC_DEVICE void narrow_word(u32 w, u32* out) {
   constexpr int H = 16 / B;  // pairs per word
   constexpr u32 magic = BF16 ? 0x4300u : 0x6400u, off = SIGNED ? 1u << (B - 1) : 0u;
@@ -205,13 +216,16 @@ TC_DEVICE void narrow_word(u32 w, u32* out) {
                       (magic + off + Z) * 0x10001u);
 #pragma unroll
   for (int j = 0; j < H; ++j)
-    out[j] = 2 * j < H ? prmt(h[2 * j], h[2 * j + 1], 0x5410u)
-                       : prmt(h[2 * j - H], h[2 * j + 1 - H], 0x7632u);
+    out[j] = ILV ? h[j]
+                 : 2 * j < H ? prmt(h[2 * j], h[2 * j + 1], 0x5410u)
+                             : prmt(h[2 * j - H], h[2 * j + 1 - H], 0x7632u);
 }
 
-template <int B, bool SIGNED, bool BF16, int N, int Z = 0>
+template <int B, bool SIGNED, bool BF16, int N, int Z = 0, bool ILV = false>
 TC_DEVICE void fast_cast_int(const void* src, void* dst) {
   static_assert(B >= 1 && B <= 8, "1..8-bit integers");
+  static_assert(!ILV || ((B == 1 || B == 2 || B == 4) && N % (32 / B) == 0),
+                "interleaved words: 1-, 2- or 4-bit codes, whole words");
   constexpr int T = (SIGNED ? 1 << (B - 1) : 0) + Z;  // subtracted with the magic
   static_assert(T >= 0 && T < (B == 4 && !BF16 ? 64 : BF16 && B < 8 ? 128 : 1024),
                 "the zero point must keep (magic + x) - (magic + T) exact");
@@ -222,8 +236,8 @@ TC_DEVICE void fast_cast_int(const void* src, void* dst) {
     const u32 w = word<B, N>(src, k);
     u32 out[16];  // per / 2 result words
     if (B == 8) BF16 ? u8x4_bf16<SIGNED, T>(w, out) : u8x4_f16<SIGNED, T>(w, out);
-    else if (B == 4) BF16 ? u4x8_bf16<SIGNED, T>(w, out) : u4x8_f16<SIGNED, T>(w, out);
-    else narrow_word<B, SIGNED, BF16, Z>(w, out);
+    else if (B == 4) BF16 ? u4x8_bf16<SIGNED, T, ILV>(w, out) : u4x8_f16<SIGNED, T, ILV>(w, out);
+    else narrow_word<B, SIGNED, BF16, Z, ILV>(w, out);
 #pragma unroll
     for (int q = 0; q < per / 2; ++q) put2<N>(dst, k * per / 2 + q, out[q]);
   }
