@@ -21,8 +21,8 @@ import pytest
 from tilecraft import dtypes as dt
 from tilecraft.block.select_cast import plan_for, zero_point_limit
 from tilecraft.interp.evaluate import compute_type
-from tilecraft.layout.permute import interleave_permutation
 from tilecraft.interp.values import store_cast
+from tilecraft.layout.permute import interleave_permutation
 
 from .fast_cast_programs import FLOATS, INTS
 

@@ -39,7 +39,8 @@ def _source(prog) -> str:
 
 @pytest.mark.parametrize("src,dst,n,zero", [("uint4", "float16", 32, None),
                                             ("int4", "bfloat16", 16, None),
-                                            ("uint2", "float16", 32, 2), ("uint1", "float16", 64, 1),
+                                            ("uint2", "float16", 32, 2),
+                                            ("uint1", "float16", 64, 1),
                                             ("int2", "bfloat16", 16, None)])
 def test_interleaved_words_take_the_fast_cast_in_natural_order(src, dst, n, zero):
     code = _source(_program(src, dst, n, zero=zero))
