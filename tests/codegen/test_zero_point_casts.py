@@ -25,12 +25,16 @@ def _source(src: str, dst: str, n: int, zero, keep_cast: bool = False) -> str:
 
 
 def _zeros(src: str, dst: str) -> list[int]:
-    """Zero points the fused cast takes: 1, the middle code, the largest the trick allows."""
+    """Zero points the fused cast takes: 1, the middle code, the largest the trick allows that
+    `dst` holds exactly."""
     from tilecraft.block.select_cast import zero_point_limit
+    from tilecraft.interp.values import store_cast
 
-    s = dt.resolve(src)
+    s, d = dt.resolve(src), dt.resolve(dst)
     signed = 1 << (s.bits - 1) if s.kind == "int" else 0
-    top = zero_point_limit(s, dt.resolve(dst)) - 1 - signed
+    top = zero_point_limit(s, d) - 1 - signed
+    while float(store_cast(d, top)) != top:
+        top -= 1
     return sorted({1, min(1 << (s.bits - 1), top), top} - {0})
 
 
@@ -52,6 +56,7 @@ def test_a_constant_zero_point_joins_the_fast_cast(src, dst, zero):
     ("uint4", "bfloat16", 128, "past bf16's exact range"),
     ("uint8", "float16", 2.5, "not a whole number"),
     ("int4", "float16", -9, "below the signed offset"),
+    ("uint8", "bfloat16", 1023, "bfloat16 rounds it to 1024"),
     ("float4_e2m1", "float16", 1, "a float cast has no magic subtrahend"),
 ])
 def test_zero_points_the_trick_cannot_absorb_stay_a_subtraction(src, dst, zero, why):

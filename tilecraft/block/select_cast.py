@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilecraft import dtypes as dt
+from tilecraft.interp.values import store_cast
 from tilecraft.ir import Cast as CastExpr
 from tilecraft.ir import Const, Expr
 
@@ -126,7 +127,8 @@ def zero_point(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> ZeroPo
         return None
     value = _constant(sub.b)
     src = cast.src.dtype
-    if value is None or value != int(value) or sub.out.dtype != cast.out.dtype:
+    if value is None or value != int(value) or sub.out.dtype != cast.out.dtype \
+            or float(store_cast(sub.out.dtype, value)) != value:  # (the VM rounds it first)
         return None
     offset = int(value) + (1 << (src.bits - 1) if src.kind == "int" else 0)
     if not 0 <= offset < zero_point_limit(src, cast.out.dtype) or int(value) == 0:
