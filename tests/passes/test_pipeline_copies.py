@@ -16,6 +16,7 @@ from tilecraft.block import (
     CopyAsyncWaitGroup,
     DotShared,
     DotWaitGroup,
+    RegisterTensor,
     SharedSlice,
     SharedTensor,
     Synchronize,
@@ -23,6 +24,7 @@ from tilecraft.block import (
 from tilecraft.block.barriers import insert_barriers
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import For
+from tilecraft.ir.expr import const_int
 from tilecraft.ir.visitor import walk
 from tilecraft.layout import Swizzle, row_major, stacked
 from tilecraft.passes import lower
@@ -172,3 +174,117 @@ def test_a_copy_indexed_by_a_let_of_the_loop_variable_is_still_pipelined(target)
     assert any(isinstance(s, SharedSlice) for s in walk(program.body))
     assert isinstance(_loop(program).body.stmts[0], CopyAsyncWaitGroup)
     _same_as_interpreter(slice_sum, program)
+
+
+def _scaled_gemm(k, stages=3):
+    """C = (2 A) @ B with 2 A made in registers each iteration (wgmma's A from registers)."""
+    from tilecraft.layout import spatial
+
+    a_layout = spatial(4, 1).column_local(2, 4).spatial(8, 4).local(1, 2)  # mma A, 4 warps
+
+    @T.prim_func
+    def scaled(A: T.Tensor((64, k), "float16"), B: T.Tensor((k, 64), "float16"),
+               C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(k // 32, num_stages=stages):
+                T.copy(A[0, ko * 32], A_s)
+                T.copy(B[ko * 32, bx * 64], B_s)
+                a = T.load_shared(A_s, layout=a_layout) * 2
+                T.gemm(a, B_s, acc, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc, C[0, 0])
+
+    return scaled
+
+
+def _dots(s) -> list:
+    return [x for x in walk(s) if isinstance(x, DotShared)]
+
+
+def test_on_hopper_a_dot_of_registers_made_each_iteration_stays_in_flight_on_two_buffers():
+    """The loop runs two iterations a trip, each on its own registers (wgmma reads them until
+    it completes), the odd last one after the loop; each dot is asynchronous with one group in
+    flight."""
+    from tilecraft.block import BinaryOp, LoadShared
+    from tilecraft.options import CompileOptions
+
+    program = lowered_program(lower(_scaled_gemm(160), CompileOptions.for_arch("sm_90a")))
+    loop = _loop(program)
+    assert const_int(loop.extent) == 2  # 5 iterations: 2 trips of two, then the last one
+    body = list(loop.body.stmts)
+    first, second = _dots(loop.body)
+    (last,) = [d for d in _dots(program.body) if d not in (first, second)]
+    assert all(d.asynchronous for d in (first, second, last))
+    assert len({first.a, second.a, last.a}) == 3 and all(
+        isinstance(d.a, RegisterTensor) for d in (first, second, last))
+    assert first.b != second.b  # each its own stage's slice
+    for d in (first, second):
+        i = body.index(d)
+        assert isinstance(body[i + 1], DotWaitGroup) and body[i + 1].n == 1
+        assert isinstance(body[i - 1], BinaryOp) and body[i - 1].out == d.a  # made right before
+        assert any(isinstance(x, LoadShared) for x in body[:i])
+    waits = [s.n for s in program.body.stmts if isinstance(s, DotWaitGroup)]
+    assert waits == [1, 0]  # the last iteration's, then all
+    _same_as_unpipelined(_scaled_gemm(160), program)
+
+
+def _same_as_unpipelined(func, program, seed=0):
+    """The VM runs `program` to the bits of the same kernel lowered without the in-flight dot
+    (the interpreter cannot run block instructions); both are (2 A) @ B."""
+    from tilecraft.options import CompileOptions
+
+    plain = lowered_program(lower(func, CompileOptions.for_arch("sm_90a", wgmma_pipeline=False)))
+    assert not any(d.asynchronous for d in _dots(plain.body))
+    want = random_inputs(func, seed, 64)
+    got = [x.copy() for x in want]
+    plain.run(*want)
+    program.run(*got)
+    for x, y in zip(want, got):
+        np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
+    a, b, c = (x.astype(np.float64) for x in got)
+    np.testing.assert_allclose(c, (2 * a) @ b, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "cp_async"])
+@pytest.mark.parametrize("k,stages", [(64, 3), (96, 3), (96, 4), (128, 4), (160, 4)])
+def test_register_a_pipelines_compute_what_the_unpipelined_program_computes(k, stages, tma):
+    """Two to five iterations (fewer than the stages too, even and odd counts), 3 and 4 stages."""
+    from tilecraft.options import CompileOptions
+
+    func = _scaled_gemm(k, stages)
+    program = lowered_program(lower(func, CompileOptions.for_arch("sm_90a", tma=tma)))
+    assert all(d.asynchronous for d in _dots(program.body))
+    assert len(_dots(program.body)) == min(k // 32, 2) + k // 32 % 2
+    _same_as_unpipelined(func, program, seed=k)
+
+
+def test_a_dot_on_registers_made_before_the_loop_is_not_left_in_flight():
+    """`a` allocated outside the loop and rewritten in place each iteration: one register
+    buffer, so the dot stays synchronous (wgmma would read it while the next one is made)."""
+    from tilecraft.layout import spatial
+
+    @T.prim_func
+    def in_place(A: T.Tensor((64, 96), "float16"), B: T.Tensor((96, 64), "float16"),
+                 C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            a = T.alloc_fragment((64, 32), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.annotate_layout({a: spatial(4, 1).column_local(2, 4).spatial(8, 4).local(1, 2)})
+            T.clear(acc)
+            for ko in T.Pipelined(3, num_stages=3):
+                T.copy(A[0, ko * 32], A_s)
+                T.copy(B[ko * 32, bx * 64], B_s)
+                T.copy(A_s, a)
+                T.gemm(a, B_s, acc, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc, C[0, 0])
+
+    program = lowered_program(lower(in_place, H100_SXM))
+    (dot,) = _dots(program.body)
+    assert not dot.asynchronous
+    assert any(isinstance(s, SharedSlice) for s in walk(program.body))  # still pipelined
+    _same_as_interpreter(in_place, program)

@@ -21,15 +21,29 @@ k + S - 1 while iteration k computes:
         <the rest of the body, unchanged, reading X>
     copy_async_wait_group(0)
 
-When the rest of the body is one `dot_shared` on produced tiles and the target runs it on
-wgmma (S >= 3), the dot is asynchronous and one group stays in flight across iterations (the
-wgmma mainloop): copies run S - 2 iterations ahead, so the stage refilled at iteration k was
-read by the dot of k - 2, which `dot_wait_group(1)` at k - 1 completed before the barrier:
+When the rest of the body ends in its only consumer, one `dot_shared` into its c on a produced
+b, and the target runs it on wgmma (S >= 3), the dot is asynchronous and one group stays in
+flight across iterations (the wgmma mainloop): copies run S - 2 iterations ahead, so the stage
+refilled at iteration k was read by the dot of k - 2, which `dot_wait_group(1)` at k - 1
+completed before the barrier:
 
     for ko ...:
         copy_async_wait_group(S - 3); synchronize(); <refill ko + S - 2>; commit
         <slices>; dot_shared(A, B, acc, out=acc, asynchronous=True); dot_wait_group(1)
     dot_wait_group(0); copy_async_wait_group(0)
+
+The dot's a is a produced tile, or a register tensor the body makes before the dot with
+register-only work (`_register_only`: lets, allocations, loads from shared tiles, view, cast,
+element-wise ops; the quantized matmul's dequantization). That work overlaps the previous dot;
+the shared tiles it loads are produced (a load is complete when issued, before the dot of its
+iteration) or read-only in the loop, so the same distance holds. wgmma reads register A until
+its wait, so iteration k + 1 must make its A in other registers: the loop runs two iterations
+a trip, the second on fresh tensors (unroll_pairs.py; the VM's TC611 checks it):
+
+    for ko2 in range(n // 2):
+        <iteration 2 ko2: ...; w = ...; dot_shared(w, X, acc, asynchronous=True); wait(1)>
+        <iteration 2 ko2 + 1 on w_odd, X_odd, ...>
+    <when n is odd, the last iteration on w_last, ...>; dot_wait_group(0); ...
 
 A producer qualifies when its tile is written by nothing else in the loop and used nowhere
 outside it, and its offsets use only the loop variable and values defined outside the loop
@@ -43,20 +57,28 @@ from __future__ import annotations
 import dataclasses
 
 from tilecraft.block import (
+    AllocateRegister,
     AllocateShared,
+    BinaryOp,
+    Cast,
     CopyAsync,
     CopyAsyncBulk,
     CopyAsyncCommitGroup,
     CopyAsyncWaitGroup,
     DotShared,
     DotWaitGroup,
+    Fill,
+    LoadShared,
     MbarrierArrive,
     MbarrierExpect,
     MbarrierInit,
     MbarrierWait,
+    RegisterTensor,
     SharedSlice,
     SharedTensor,
     Synchronize,
+    UnaryOp,
+    View,
 )
 from tilecraft.block.select_tma import select_tma
 from tilecraft.ir import Buffer, Const, For, If, LetStmt, SeqStmt, Stmt, Var, While
@@ -67,6 +89,10 @@ from tilecraft.ir.visitor import walk, walk_expr
 from tilecraft.layout import stacked
 
 from .context import KernelState
+from .unroll_pairs import unroll_pairs
+
+#: what the body may do before an in-flight dot besides lets: make register tensors
+_REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, BinaryOp, UnaryOp, Fill)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,13 +192,30 @@ def _allocates(x, t) -> bool:
 
 
 def _lone_dot(rest: list[Stmt], producers: list[_Producer]) -> DotShared | None:
-    """The body's only consumer when it is one dot_shared on produced tiles into its c."""
+    """The body's only consumer, one dot_shared into its c ending the body: b a produced tile,
+    a one too or a register tensor the body makes before it with register-only work."""
     tiles = {p.copy.dst for p in producers}
-    if len(rest) != 1 or not isinstance(rest[0], DotShared):
+    if not rest or not isinstance(rest[-1], DotShared):
         return None
-    d = rest[0]
+    d = rest[-1]
     ok = d.out == d.c and d.b in tiles and (d.a in tiles or not isinstance(d.a, SharedTensor))
-    return d if ok else None
+    return d if ok and _register_only(rest[:-1], d) else None
+
+
+def _register_only(work: list[Stmt], d: DotShared) -> bool:
+    """`work` only makes register tensors for the dot (its lets, allocations, loads from shared
+    tiles, element-wise ops); it reads neither the dot's c nor its out, which are in flight, and
+    writes no shared memory (every shared tile it reads is produced or read-only in the loop)."""
+    made = {s.out for s in work if isinstance(s, AllocateRegister)}
+    if isinstance(d.a, RegisterTensor) and d.a not in made:
+        return False
+    for s in work:
+        if isinstance(s, LetStmt):
+            continue
+        if not isinstance(s, _REGISTER_WORK) or any(t not in made for t in s.writes()) or \
+                any(t in (d.c, d.out) for t in s.reads()):
+            return False
+    return True
 
 
 def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
@@ -261,12 +304,15 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
     if dot is None:
         body += rest
     else:
-        body += [dataclasses.replace(dot, asynchronous=True), DotWaitGroup.create(1, span=span)]
+        body += rest[:-1] + [dataclasses.replace(dot, asynchronous=True),
+                             DotWaitGroup.create(1, span=span)]
         if empty is not None:  # the dot of k - 1 is done: its stage is free
             body += guarded(_simple(k >= 1), [MbarrierArrive.create(empty, _simple((k - 1) % S),
                                                                      span=span)])
         after.insert(0, DotWaitGroup.create(0, span=span))
-    new = dataclasses.replace(loop, kind="serial", body=SeqStmt.create(body))
+    new: Stmt = dataclasses.replace(loop, kind="serial", body=SeqStmt.create(body))
+    if dot is not None and isinstance(dot.a, RegisterTensor):  # A registers of two iterations
+        new = unroll_pairs(new)
     return SeqStmt.create(prologue + [new] + after)
 
 
