@@ -11,8 +11,10 @@ allocator block is filled with NaN first (none of the calls takes an output tens
 unwritten element most likely reads NaN). A failing row prints FAIL and is not timed.
 Timing: CUDA events around each call, median of the calls, the three implementations in
 alternating rounds (median of the rounds' medians). Before each call the L2 is flushed (a
-256 MiB write; the H100's L2 is 50 MiB and weights of 2-32 MiB would otherwise be read from it;
---no-flush times them hot) and a spin kernel holds the GPU while the host enqueues the call, so
+256 MiB read; the H100's L2 is 50 MiB and weights of 2-32 MiB would otherwise be read from it;
+--no-flush times them hot; a flush by writing would leave up to 50 MiB of dirty lines whose
+write-back lands in the timed call: about 15 us on the decode shapes, for every implementation
+alike) and a spin kernel holds the GPU while the host enqueues the call, so
 the host's launch time stays out of the number. GB/s = weight bytes (packed codes + scales +
 zeros) / time; "%copy" against a device-to-device copy measured here (bytes read + written).
 
@@ -147,7 +149,7 @@ class Timer:
     """Median microseconds of a call, L2 flushed (or not) and the host's launch time hidden."""
 
     def __init__(self, flush: bool) -> None:
-        self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if flush else None
+        self.flush = torch.ones(128 << 20, dtype=torch.float16, device="cuda") if flush else None
         for _ in range(200):  # ~0.2 s of spinning first: clocks up before calibrating
             torch.cuda._sleep(1 << 20)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -175,8 +177,8 @@ class Timer:
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(reps)]
         for s, e in events:
-            if self.flush is not None:
-                self.flush.zero_()
+            if self.flush is not None:  # read (clean lines: nothing to write back later)
+                self.flush.sum()
             torch.cuda._sleep(spin)
             s.record()
             fn()
@@ -429,7 +431,7 @@ def header(timer: Timer, args: argparse.Namespace) -> None:
           f"{getattr(props, 'L2_cache_size', 0) / 2**20:.0f} MiB; torch {torch.__version__} "
           f"(CUDA {torch.version.cuda}), python {platform.python_version()}, tilecraft {commit}")
     print(f"copy {timer.peak:.0f} GB/s (read + write); L2 "
-          f"{'NOT flushed' if args.no_flush else 'flushed (256 MiB write)'} before each call; "
+          f"{'NOT flushed' if args.no_flush else 'flushed (256 MiB read)'} before each call; "
           f"{ROUNDS} alternating rounds; check: rel err < {TOL:g} vs float64, 2 fresh inputs")
 
 
