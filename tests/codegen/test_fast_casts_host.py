@@ -36,6 +36,7 @@ MODELS = r"""
 #include <cstdio>
 #include <cstring>
 #define TC_DEVICE inline
+#define TC_HOST_DEVICE inline
 namespace tc {
 typedef unsigned char u8; typedef unsigned short u16; typedef unsigned int u32;
 static u32 round_to(double x, int E, int M) {  // nearest even, subnormals, overflow -> inf

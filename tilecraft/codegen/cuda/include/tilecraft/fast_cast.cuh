@@ -202,18 +202,45 @@ TC_DEVICE void u4x8_bf16(u32 w, u32* out) {
   out[3] = prmt(h[2], h[3], 0x7632u);
 }
 
-// 32 / B codes of w (B = 1, 2) -> f16 / bf16: codes k and k + 16 / B in the halves of one word
-// (SHF + LOP3 under the magic), one subtraction per pair, PRMTs put the halves in order
+// the f16 (bf16) bits of the whole number v, |v| < 2048 (256): exact
+template <bool BF16>
+TC_HOST_DEVICE constexpr u32 whole_bits(int v) {
+  constexpr int M = BF16 ? 7 : 10, bias = BF16 ? 127 : 15;
+  const u32 sign = v < 0 ? 1u << 15 : 0u;
+  const int a = v < 0 ? -v : v;
+  int e = 0;
+  while ((2 << e) <= a) ++e;  // 2^e <= a < 2^(e + 1)
+  return a == 0 ? sign : sign | (u32(e + bias) << M) | (u32(a - (1 << e)) << (M - e));
+}
+
+// a * b + c per half
+template <bool BF16>
+TC_DEVICE u32 fma2(u32 a, u32 b, u32 c) {
+  return BF16 ? fma_bf16x2(a, b, c) : fma_f16x2(a, b, c);
+}
+
+// 32 / B codes of w (B = 1, 2) -> f16 / bf16: codes k and k + 16 / B in the halves of one word.
+// A field j places up in a word the magic reaches (B * j + B <= 10 f16 / 7 bf16 mantissa bits)
+// is masked under the magic in place (LOP3: magic + x * 2^(B j)) and scaled back by one HFMA2
+// (* 2^-(B j), - magic * 2^-(B j) - T): 2 instructions a pair, one SHF per further window;
+// PRMTs put the halves in order (none when ILV)
 template <int B, bool SIGNED, bool BF16, int Z, bool ILV>
 TC_DEVICE void narrow_word(u32 w, u32* out) {
   constexpr int H = 16 / B;  // pairs per word
-  constexpr u32 magic = BF16 ? 0x4300u : 0x6400u, off = SIGNED ? 1u << (B - 1) : 0u;
+  constexpr int MB = BF16 ? 7 : 10, W = MB / B;  // codes one shift of w reaches
+  constexpr int magic_value = BF16 ? 128 : 1024, T = (SIGNED ? 1 << (B - 1) : 0) + Z;
+  constexpr u32 magic = BF16 ? 0x4300u : 0x6400u;
   if (SIGNED) w ^= 0xAAAAAAAAu;  // (int2: the sign bit of every field)
   u32 h[H];
 #pragma unroll
-  for (int k = 0; k < H; ++k)
-    h[k] = sub2<BF16>(and_or(w >> (B * k), ((1u << B) - 1u) * 0x10001u, magic * 0x10001u),
-                      (magic + off + Z) * 0x10001u);
+  for (int k = 0; k < H; ++k) {
+    const int j = k % W, shift = B * j;
+    const u32 m = and_or(w >> (B * (k - j)), (((1u << B) - 1u) << shift) * 0x10001u,
+                         magic * 0x10001u);
+    h[k] = j == 0 ? sub2<BF16>(m, (magic + T) * 0x10001u)
+                  : fma2<BF16>(m, (u32((BF16 ? 127 : 15) - shift) << MB) * 0x10001u,
+                               whole_bits<BF16>(-(magic_value >> shift) - T) * 0x10001u);
+  }
 #pragma unroll
   for (int j = 0; j < H; ++j)
     out[j] = ILV ? h[j]
