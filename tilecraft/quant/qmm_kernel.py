@@ -27,7 +27,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
     `acc_scale`: multiply each group's partial product by the scales (BN x BM products) instead
-    of the weights (BN x group elements): for few tokens (needs group % BK == 0)."""
+    of the weights (BN x group elements): for few tokens (needs group % BK == 0). Zeros then
+    join the products too: sum (q - z) x = sum q x - z sum x, the sums of X's rows over the group
+    by the same mma on a tile of ones (an HMMA per k16 instead of an HADD2 per two weights)."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -62,6 +64,11 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 T.copy(Z[bn * BN, g0], Z_s)
             T.clear(acc)
             T.clear(part)
+            zeros_on_products = acc_scale and has_zeros
+            if zeros_on_products:
+                ones = T.allocate_register(xtype, layout=w_layout, init=1.0)
+                xsum = T.alloc_fragment((BN, BM), "float32")  # X's rows summed over the group
+                T.clear(xsum)
             for k in T.Pipelined(KS // BK, num_stages=stages):
                 kk = bs * (KS // BK) + k
                 T.copy(X[bm * BM, kk * BK], X_s)
@@ -70,7 +77,10 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                     wb = T.load_shared(W_s, layout=u_layout, offset=[0, j * tile_bytes])
                     w = T.cast(T.view(wb, dtype=wtype, layout=c_layout), xtype, layout=w_layout)
                     g = (kk * BK + j * 64) // group - g0
-                    if has_zeros:
+                    if zeros_on_products:
+                        T.gemm(ones, X_s[:, j * 64:(j + 1) * 64], xsum, transpose_B=True,
+                               policy=T.GemmWarpPolicy.FullRow)
+                    elif has_zeros:
                         w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
                     elif zero != 0:
                         w = w - zero
@@ -84,8 +94,13 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 if acc_scale:
                     gk = (kk * BK) // group - g0
                     if per_group == 1 or (k + 1) % per_group == 0:  # the group is complete
-                        for i, t in T.Parallel(BN, BM):
-                            acc[i, t] += part[i, t] * S_s[i, gk]
+                        if zeros_on_products:
+                            for i, t in T.Parallel(BN, BM):
+                                acc[i, t] += (part[i, t] - Z_s[i, gk] * xsum[i, t]) * S_s[i, gk]
+                            T.clear(xsum)
+                        else:
+                            for i, t in T.Parallel(BN, BM):
+                                acc[i, t] += part[i, t] * S_s[i, gk]
                         T.clear(part)
             for i, t in T.Parallel(BN, BM):
                 if bm * BM + t < M:
