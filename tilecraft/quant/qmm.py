@@ -56,10 +56,12 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int) -> dict:
     "Session 10"). Decode (M <= 16): 4 warps of two 16-row weight tiles each (128 channels a
     block), tokens padded to 8 or 16, K split until the blocks number about 200 (split-K adds
     a reduction kernel), scales applied to each group's f32 products where groups are whole
-    k steps. Larger M: 8 warps of one 16-row tile each, 128 tokens (64 for M <= 64), k steps
-    of 64, on wgmma with the weight from registers on sm_90a."""
+    k steps. Larger M: 8 warps of one 16-row tile each, 256 tokens (from M = 512; 128 from
+    M = 65, else 64), k steps of 64, on wgmma with the weight from registers on sm_90a (one
+    wgmma left in flight while the next step dequantizes: pipeline_copies)."""
     if M > 16:
-        cfg = dict(BM=64 if M <= 64 else 128, warps=8, rows=1, BK=64, stages=3, split=1)
+        BM = 256 if M >= 512 else 128 if M > 64 else 64
+        cfg = dict(BM=BM, warps=8, rows=1, BK=64, stages=4 if BM == 256 else 3, split=1)
         while N % (16 * cfg["warps"]):
             cfg["warps"] //= 2
         return cfg
