@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tilecraft import dtypes as dt
-from tilecraft.block.select_cast import plan_for, zero_point_limit
+from tilecraft.block.select_cast import plan_for, words_interleave, zero_point_limit
 from tilecraft.interp.evaluate import compute_type
 from tilecraft.interp.values import store_cast
 from tilecraft.layout.permute import interleave_permutation
@@ -28,7 +28,8 @@ from .fast_cast_programs import FLOATS, INTS
 
 HEADER = (Path(__file__).resolve().parents[2] / "tilecraft/codegen/cuda/include/tilecraft/"
           "fast_cast.cuh")
-EXTRA = ["float7_e4m2", "float8_e3m4", "float2_e1m0", "float8_e6m1", "float8_e7m0"]
+EXTRA = ["float7_e4m2", "float8_e3m4", "float2_e1m0", "float8_e6m1", "float8_e7m0", "float4_e1m2",
+         "float4_e3m0"]
 SIZES = (1, 3, 8, 12, 17, 40)  # (40: a whole word of uint1 and a tail)
 
 MODELS = r"""
@@ -125,7 +126,7 @@ def _cases():
                 if plan is not None:
                     for n in SIZES:
                         yield src, dst, n, plan.func.replace(", 8", f", {n}", 1), zero, None
-                if s.is_integer and s.bits in (1, 2, 4):
+                if words_interleave(s) and (s.is_integer or zero == 0):
                     for n in (32 // s.bits, 64 // s.bits):
                         plan = plan_for(s, d, n, zero=zero, interleaved=True)
                         yield src, dst, n, plan.func, zero, interleave_permutation(n, s.bits)

@@ -1,6 +1,6 @@
 """A cast into another register order: `T.cast(x, dtype, layout=L)` keeps each thread's elements
-and reorders them (the same way in every thread). From words of 1-, 2- and 4-bit integers in
-`interleave_words` order to natural order it is the fast cast with no PRMT (SASS checked);
+and reorders them (the same way in every thread). From words of 1-, 2- and 4-bit integers (and
+4-bit floats) in `interleave_words` order to natural order it is the fast cast with no PRMT;
 other reorderings convert element by element; moving elements between threads is refused. On
 the GPU every code gives the interpreter's bits."""
 
@@ -47,6 +47,12 @@ def test_interleaved_words_take_the_fast_cast_in_natural_order(src, dst, n, zero
     bits, signed = dt.resolve(src).bits, str(src.startswith("int")).lower()
     bf16 = str(dst == "bfloat16").lower()
     assert f"tc::fast_cast_int<{bits}, {signed}, {bf16}, {n}, {zero or 0}, true>(codes_, " in code
+    assert "tc::cast<" not in code
+
+
+def test_interleaved_4_bit_floats_take_the_fast_cast_in_natural_order():
+    code = _source(_program("float4_e2m1", "float16", 32))
+    assert "tc::fast_cast_float<2, 1, 0, false, 32, true>(codes_, " in code
     assert "tc::cast<" not in code
 
 
@@ -111,7 +117,7 @@ THREADS, BLOCKS = 128, 2
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dst", ["float16", "bfloat16"])
-@pytest.mark.parametrize("src", ["uint1", "uint2", "int2", "uint4", "int4"])
+@pytest.mark.parametrize("src", ["uint1", "uint2", "int2", "uint4", "int4", "float4_e2m1", "float4_e1m2"])
 def test_every_code_of_interleaved_words_matches_the_interpreter_on_the_gpu(src, dst):
     import torch
 

@@ -47,6 +47,7 @@ from tilecraft.ir import Const, Expr
 from .compute import BinaryOp, Cast
 
 _DESTS = ("float16", "bfloat16")
+_SPECIAL = {"float8_e4m3": 1, "float8_e5m2": 2}  # SPECIAL of fast_cast_float: NaN (and inf) codes
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,18 @@ def select_cast(s: Cast, target=None, zero: int = 0) -> CastPlan | None:
     from tilecraft.layout.permute import interleave_permutation, local_permutation
 
     bits = s.src.dtype.bits
-    if not s.src.dtype.is_integer or bits not in (1, 2, 4) or count % (32 // bits) \
+    if not words_interleave(s.src.dtype) or count % (32 // bits) \
             or local_permutation(s.src.layout, s.out.layout) != interleave_permutation(count, bits):
         return None
     return plan_for(s.src.dtype, s.out.dtype, count, target, zero, interleaved=True)
+
+
+def words_interleave(t: dt.DataType) -> bool:
+    """Whether the fast cast of `t` takes words in `interleave_words` order (then without
+    byte permutes): 1-, 2- and 4-bit integers, 4-bit floats without special codes."""
+    if t.is_integer:
+        return t.bits in (1, 2, 4)
+    return t.is_float and t.bits == 4 and t.name not in _SPECIAL
 
 
 def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
@@ -94,10 +103,13 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
                        1: ("lop3", 32)}.get(src.bits, ("field", 2))
         return CastPlan(kind, group, func, count)
     e, m = src.exponent_bits, src.mantissa_bits
-    special = {"float8_e4m3": 1, "float8_e5m2": 2}.get(src.name, 0)
+    special = _SPECIAL.get(src.name, 0)
+    if interleaved and not words_interleave(src):
+        return None
     if not bf16 and not (e <= 4 or src.name == "float8_e5m2"):
         return None  # exponent fields of 5+ bits overflow f16 (custom E=5 reaches 2^16)
-    func = f"tc::fast_cast_float<{e}, {m}, {special}, {flag}, {count}>"
+    tail = ", true" if interleaved else ""
+    func = f"tc::fast_cast_float<{e}, {m}, {special}, {flag}, {count}{tail}>"
     return CastPlan("float", 2, func, count)
 
 

@@ -10,7 +10,8 @@ as the weight type in the A operand layout, casts them to X's type, applies the 
 **Packed format** (what `pack_weight(codes, dtype, layout=pack_layout(dtype))` makes of the
 (N, K) codes): uint8 [N / 16, K / 64, 128 * bits], tile (i, j) = rows 16i.., columns 64j.. of W
 in the order of `pack_layout(dtype)` over one warp (4 * bits bytes per thread): `mma_layout()` =
-`local(1, 4) * (mma A atom)`, for 1-, 2- and 4-bit integers with each 32-bit word interleaved
+`local(1, 4) * (mma A atom)`, for 1-, 2- and 4-bit integers and float4_e2m1 with each 32-bit word
+interleaved
 (tilecraft.layout.interleave_words: element j at code position (j % 2) * 16/b + j // 2), which
 the kernel's cast turns into the mma's order with no byte permutes.
 
@@ -39,9 +40,12 @@ def mma_layout() -> Fragment:
 
 def pack_layout(dtype: Any) -> Fragment:
     """The register layout the codes of one packed (16, 64) tile of `dtype` are stored in:
-    `mma_layout()`, with interleaved words for 1-, 2- and 4-bit integers."""
+    `mma_layout()`, with interleaved words for the types whose fast cast reads them so (1-, 2-
+    and 4-bit integers, float4_e2m1: block/select_cast.py `words_interleave`)."""
+    from tilecraft.block.select_cast import words_interleave
+
     t = resolve(dtype)
-    if t.is_integer and t.bits in (1, 2, 4):
+    if words_interleave(t):
         return interleave_words(mma_layout(), t.bits)
     return mma_layout()
 

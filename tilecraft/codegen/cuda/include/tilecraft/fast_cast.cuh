@@ -10,9 +10,11 @@
 //       joins the subtrahend the magic needs anyway, so `cast(x) - Z` costs what `cast(x)` does);
 //       ILV (B = 1, 2, 4, whole words): each source word holds element j at code position
 //       (j % 2) * 16/B + j / 2 (layout/permute.py `interleave_words`), results in natural order
-//   fast_cast_float<E, M, SPECIAL, BF16, N>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
+//   fast_cast_float<E, M, SPECIAL, BF16, N, ILV>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
 //       float8_e5m2; bf16: every E), SPECIAL 0: every code finite (custom floats), 1: only the
-//       all-ones magnitude is NaN (float8_e4m3), 2: IEEE (float8_e5m2)
+//       all-ones magnitude is NaN (float8_e4m3), 2: IEEE (float8_e5m2); ILV: 4-bit floats with
+//       SPECIAL 0 in interleaved words (as the ints), each pair: the magnitudes shifted in place
+//       and masked, times +-2^(bias difference) with the sign OR'd in (SHF, LOP3 x 2, HMUL2)
 //
 // The tricks (instructions per 2 or 8 elements, counted in SASS by tests/codegen):
 //   u8/i8 -> f16   PRMT each byte under 0x64 (1024 + x), one HSUB2 per two
@@ -290,7 +292,7 @@ TC_DEVICE u32 top_pair(const void* src, int j) {
   return (field<B, N>(src, 2 * j) << (16 - B)) | y;
 }
 
-template <int E, int M, int SPECIAL, bool BF16, int N>
+template <int E, int M, int SPECIAL, bool BF16, int N, bool ILV = false>
 TC_DEVICE void fast_cast_float(const void* src, void* dst) {
   constexpr int B = 1 + E + M, ED = BF16 ? 8 : 5, MD = BF16 ? 7 : 10;
   constexpr int BIAS = (1 << (E - 1)) - 1, BIASD = BF16 ? 127 : 15;
@@ -305,6 +307,23 @@ TC_DEVICE void fast_cast_float(const void* src, void* dst) {
   // what the trick makes of the largest magnitude (a normal number): its exponent moved up by
   // the biases' difference
   constexpr u32 most = (keep & 0xFFFFu) + (u32(BIASD - BIAS) << MD), most2 = most * 0x10001u;
+  static_assert(!ILV || (B == 4 && SPECIAL == 0 && N % 8 == 0),
+                "interleaved words: 4-bit floats without special codes, whole words");
+  if (ILV) {  // pair k of a word: codes k and k + 4, the halves' nibbles k
+#pragma unroll
+    for (int q = 0; q < N / 8; ++q) {
+      const u32 w = word<B, N>(src, q);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        constexpr int low = MD - M;  // where the magnitude's last bit goes
+        const int d = low - 4 * k;
+        const u32 m = (d >= 0 ? w << d : w >> -d) & keep;  // exponent + mantissa in place
+        const u32 s = and_or(w << (12 - 4 * k), 0x80008000u, scale * 0x10001u);  // +-2^bias
+        put2<N>(dst, q * 4 + k, mul2<BF16>(m, s));
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < (N + 1) / 2; ++j) {
     const u32 p = top_pair<B, N>(src, j);
