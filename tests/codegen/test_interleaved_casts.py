@@ -117,7 +117,8 @@ THREADS, BLOCKS = 128, 2
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dst", ["float16", "bfloat16"])
-@pytest.mark.parametrize("src", ["uint1", "uint2", "int2", "uint4", "int4", "float4_e2m1", "float4_e1m2"])
+@pytest.mark.parametrize("src", ["uint1", "uint2", "int2", "uint4", "int4", "float4_e2m1",
+                                 "float4_e1m2"])
 def test_every_code_of_interleaved_words_matches_the_interpreter_on_the_gpu(src, dst):
     import torch
 
