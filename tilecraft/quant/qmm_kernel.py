@@ -22,14 +22,15 @@ def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
 @tilecraft.jit
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
-               acc_scale=False):
+               acc_scale=False, zero_products=True):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
     `acc_scale`: multiply each group's partial product by the scales (BN x BM products) instead
     of the weights (BN x group elements): for few tokens (needs group % BK == 0). Zeros then
     join the products too: sum (q - z) x = sum q x - z sum x, the sums of X's rows over the group
-    by the same mma on a tile of ones (an HMMA per k16 instead of an HADD2 per two weights)."""
+    by the same mma on a tile of ones (an HMMA per k16 instead of an HADD2 per two weights;
+    `zero_products=False` keeps the subtraction)."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -64,7 +65,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 T.copy(Z[bn * BN, g0], Z_s)
             T.clear(acc)
             T.clear(part)
-            zeros_on_products = acc_scale and has_zeros
+            zeros_on_products = acc_scale and has_zeros and zero_products
             if zeros_on_products:
                 ones = T.allocate_register(xtype, layout=w_layout, init=1.0)
                 xsum = T.alloc_fragment((BN, BM), "float32")  # X's rows summed over the group
