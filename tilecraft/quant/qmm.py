@@ -55,28 +55,37 @@ def packed_shape(n: int, k: int, bits: int) -> tuple[int, int, int]:
     return n // PACK_TILE[0], k // PACK_TILE[1], PACK_TILE[0] * PACK_TILE[1] * bits // 8
 
 
+SMS = 132  # the H100's multiprocessors, which the tables below were measured on
+
+
 def choose_config(M: int, N: int, K: int, bits: int, group: int) -> dict:
     """Tile sizes for one call, chosen by measurement on an H100 (benchmarks/NOTES.md,
-    "Session 10"). Decode (M <= 16): 4 warps of two 16-row weight tiles each (128 channels a
-    block), tokens padded to 8 or 16, K split until the blocks number about 200 (split-K adds
-    a reduction kernel), scales applied to each group's f32 products where groups are whole
-    k steps. Larger M: 8 warps of one 16-row tile each, 256 tokens (from M = 512; 128 from
+    "Session 10" and "Session 11"). Decode (M <= 16): 4 warps of two 16-row weight tiles each
+    (128 channels a block; one tile, 64 channels, when that leaves SMs idle), tokens padded to
+    8 or 16, K split until the blocks number about 200 (400 with one tile; split-K adds a
+    reduction kernel), scales applied to each group's f32 products where groups are whole k
+    steps. Larger M: 8 warps of one 16-row tile each, 256 tokens (from M = 512; 128 from
     M = 65, else 64), k steps of 64, on wgmma with the weight from registers on sm_90a (one
-    wgmma left in flight while the next step dequantizes: pipeline_copies)."""
+    wgmma left in flight while the next step dequantizes: pipeline_copies); K split in two
+    when the blocks would not cover the SMs."""
     if M > 16:
         BM = 256 if M >= 512 else 128 if M > 64 else 64
         cfg = dict(BM=BM, warps=8, rows=1, BK=64, stages=4 if BM == 256 else 3, split=1)
         while N % (16 * cfg["warps"]):
             cfg["warps"] //= 2
+        blocks = N // (16 * cfg["warps"]) * -(-M // BM)
+        if blocks < SMS and K % (2 * 64) == 0 and (K // 2) % group in (0, K // 2):
+            cfg["split"] = 2
         return cfg
     BM = 8 if M <= 8 else 16
-    warps, rows, BK, stages = 4, 2, 128, 4
+    warps, rows, BK, stages = 4, 2 if N // 128 >= SMS else 1, 128, 4
     while N % (16 * warps * rows):
         rows, warps = (rows // 2, warps) if rows > 1 else (rows, warps // 2)
     while K % BK:
         BK //= 2
     split, blocks = 1, N // (16 * warps * rows)
-    while (blocks * split < 200 and K % (2 * split * BK) == 0 and K // (2 * split) >= 4 * BK
+    enough = 200 if rows == 2 else 400
+    while (blocks * split < enough and K % (2 * split * BK) == 0 and K // (2 * split) >= 4 * BK
            and (K // (2 * split)) % group in (0, K // (2 * split))):
         split *= 2
     KS = K // split  # scales multiply each group's products when groups are whole k steps
