@@ -137,7 +137,8 @@ def _lines(s: Stmt, ind: int) -> list[str]:
         return [head] + _lines(s.body, ind + 1)
     if isinstance(s, For):
         if s.kind == "pipelined":
-            it = f"T.Pipelined({expr_str(s.extent)}, num_stages={s.pipeline.num_stages})"
+            unroll = f", unroll={s.pipeline.unroll}" if s.pipeline.unroll else ""
+            it = f"T.Pipelined({expr_str(s.extent)}, num_stages={s.pipeline.num_stages}{unroll})"
         else:
             fn = {"serial": "T.serial", "unrolled": "T.unroll", "vectorized": "T.vectorized"}[s.kind]
             it = f"{fn}({expr_str(s.extent)})" if s.start == Const.create(0) else \

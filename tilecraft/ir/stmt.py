@@ -42,12 +42,14 @@ class SeqStmt(Stmt):
 
 @dataclass(frozen=True)
 class PipelineInfo:
-    """What `T.Pipelined` asked for: stages, and the optional order/stage/group annotations."""
+    """What `T.Pipelined` asked for: stages, the optional order/stage/group annotations, and
+    `unroll`, a hint to the CUDA compiler (unroll that many iterations; 0: its own choice)."""
 
     num_stages: int = 0
     order: tuple[int, ...] | None = None
     stage: tuple[int, ...] | None = None
     group: tuple[tuple[int, ...], ...] | None = None
+    unroll: int = 0
 
 
 @dataclass(frozen=True)

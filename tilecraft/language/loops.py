@@ -30,17 +30,24 @@ def Parallel(*extents) -> LoopFrame:  # noqa: N802
 
 
 def Pipelined(  # noqa: N802
-    start, stop=None, num_stages: int = 0, order=None, stage=None, sync=None, group=None
+    start, stop=None, num_stages: int = 0, order=None, stage=None, sync=None, group=None,
+    unroll: int = 0,
 ) -> LoopFrame:
     """`for k in T.Pipelined(n, num_stages=3):` a loop whose copies overlap earlier iterations'
     compute (multi-buffered shared memory); `T.Pipelined(start, stop, num_stages=...)` runs
-    k from start to stop - 1. `order`/`stage`/`group` fix the schedule by hand."""
+    k from start to stop - 1. `order`/`stage`/`group` fix the schedule by hand. `unroll=u`
+    asks the CUDA compiler to unroll u iterations (u = num_stages makes every stage's address a
+    constant; a loop keeping a wgmma in flight stays rolled); the results do not change."""
     stages = int_arg(num_stages, "num_stages of T.Pipelined", device=False)
     if stages < 0:
         raise TilecraftError("TC108", detail=f"num_stages={stages}", hint="a small int >= 0")
+    unroll = int_arg(unroll, "unroll of T.Pipelined", device=False)
+    if unroll < 0:
+        raise TilecraftError("TC108", detail=f"unroll={unroll}", hint="an int >= 0 (0: the "
+                             "compiler's choice)")
     check_option("T.Pipelined", "sync", sync)
     info = PipelineInfo(stages, tuple(order) if order else None, tuple(stage) if stage else None,
-                        tuple(tuple(g) for g in group) if group else None)
+                        tuple(tuple(g) for g in group) if group else None, unroll)
     frame = _range("pipelined", start, stop, 1, "T.Pipelined")
     return LoopFrame("pipelined", frame.extents, frame.start, 1, info)
 

@@ -91,7 +91,7 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int) -> dict:
     KS = K // split  # scales multiply each group's products when groups are whole k steps
     acc_scale = group % BK == 0 and (KS % group == 0 or group == K)
     return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split,
-                acc_scale=acc_scale)
+                acc_scale=acc_scale, unroll=stages)
 
 
 _PLANS: dict = {}  # (shapes, types, options) -> (kernel, reduce kernel or None, split)

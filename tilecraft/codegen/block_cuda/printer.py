@@ -146,6 +146,8 @@ class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, Compu
                 self.w("#pragma unroll 1")
             elif s.kind == "unrolled":
                 self.w("#pragma unroll")
+            elif s.pipeline is not None and s.pipeline.unroll > 1:  # (T.Pipelined(unroll=))
+                self.w(f"#pragma unroll {s.pipeline.unroll}")
             self.open(f"for (int {v} = {start}; {v} < {end}; ++{v})")
             self.stmt(s.body)
             self.close()
