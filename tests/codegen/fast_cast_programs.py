@@ -27,10 +27,11 @@ FLOATS = ["float8_e4m3", "float8_e5m2", "float6_e3m2", "float6_e2m3", "float5_e2
 
 def cast_program(src: str, dst: str, n: int, threads: int = 32, blocks: int = 1,
                  zero: float | None = None, keep_cast: bool = False,
-                 codes_layout: Fragment | None = None) -> BlockProgram:
+                 codes_layout: Fragment | None = None, op: str = "-") -> BlockProgram:
     """`blocks` x `threads` threads, each converting n elements (n * bits a multiple of 8), then
     `- zero` when a zero is given (`keep_cast`: the cast itself is stored too, after it).
-    `codes_layout`: the codes' layout (the result's stays spatial(threads).local(n))."""
+    `codes_layout`: the codes' layout (the result's stays spatial(threads).local(n)); `op`:
+    "*" multiplies by `zero` instead."""
     nbytes = n * dt.resolve(src).bits // 8
     g = GlobalTensor.create("g", "uint8", (blocks * threads * nbytes,))
     o = GlobalTensor.create("o", dst, (blocks * threads * n,))
@@ -44,7 +45,7 @@ def cast_program(src: str, dst: str, n: int, threads: int = 32, blocks: int = 1,
              Cast.create(codes, out)]
     if zero is not None:
         shifted = RegisterTensor.create("shifted", dst, out.layout)
-        body += [AllocateRegister.create(shifted), BinaryOp.create("-", out, zero, shifted),
+        body += [AllocateRegister.create(shifted), BinaryOp.create(op, out, zero, shifted),
                  StoreGlobal.create(shifted, o, offset=(bi * threads * n,))]
     if zero is None or keep_cast:
         body.append(StoreGlobal.create(out, o, offset=(bi * threads * n,)))
@@ -61,10 +62,10 @@ def every_code(src: str, n: int, threads: int, blocks: int) -> np.ndarray:
 
 
 def vm_result(src: str, dst: str, n: int, threads: int, blocks: int,
-              zero: float | None = None) -> np.ndarray:
+              zero: float | None = None, op: str = "-") -> np.ndarray:
     """The interpreter's (block VM's) codes of the cast of `every_code` (minus `zero`), as
     uint16."""
     out = np.zeros(blocks * threads * n, dt.resolve(dst).np_dtype)
-    prog = cast_program(src, dst, n, threads, blocks, zero)
+    prog = cast_program(src, dst, n, threads, blocks, zero, op=op)
     prog.run(every_code(src, n, threads, blocks), out)
     return out.view(np.uint16)

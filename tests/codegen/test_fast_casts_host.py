@@ -125,20 +125,30 @@ def _cases():
                 plan = plan_for(s, d, 8, zero=zero)
                 if plan is not None:
                     for n in SIZES:
-                        yield src, dst, n, plan.func.replace(", 8", f", {n}", 1), zero, None
+                        yield src, dst, n, plan.func.replace(", 8", f", {n}", 1), zero, None, 0
                 if words_interleave(s) and (s.is_integer or zero == 0):
                     for n in (32 // s.bits, 64 // s.bits):
                         plan = plan_for(s, d, n, zero=zero, interleaved=True)
-                        yield src, dst, n, plan.func, zero, interleave_permutation(n, s.bits)
+                        yield src, dst, n, plan.func, zero, interleave_permutation(n, s.bits), 0
+            if s.is_integer and s.bits in (1, 2, 4):  # times 2^scale (a bit plane's weight)
+                for scale in (1, 3, 5 if dst == "float16" else 7):
+                    for ilv in (False, True):
+                        n = 64 // s.bits
+                        plan = plan_for(s, d, n, interleaved=ilv, scale=scale)
+                        perm = interleave_permutation(n, s.bits) if ilv else None
+                        yield src, dst, n, plan.func, 0, perm, scale
 
 
-def _expected(src: str, dst: str, zero: int) -> np.ndarray:
-    """The interpreter's cast of every code, minus `zero` in the destination's arithmetic."""
+def _expected(src: str, dst: str, zero: int, scale: int = 0) -> np.ndarray:
+    """The interpreter's cast of every code, minus `zero` (or times 2^scale) in the
+    destination's arithmetic."""
     s, d = dt.resolve(src), dt.resolve(dst)
     values = s.decode(np.arange(1 << s.bits)).astype(compute_type(s), copy=False)
     out = np.asarray(store_cast(d, values))
     if zero:
         out = np.asarray(store_cast(d, out.astype(np.float64) - zero))
+    if scale:
+        out = np.asarray(store_cast(d, out.astype(np.float64) * (1 << scale)))
     return out.view(np.uint16).astype(np.int64)
 
 
@@ -148,7 +158,7 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
         pytest.skip("no host C++ compiler")
     cases = list(_cases())
     calls = []
-    for k, (src, _, n, func, _, _) in enumerate(cases):
+    for k, (src, _, n, func, _, _, _) in enumerate(cases):
         b = dt.resolve(src).bits
         calls.append(f"""{{
   for (int c = 0; c < {1 << b}; ++c) {{
@@ -174,8 +184,8 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
     for line in run.stdout.splitlines():
         k, *vals = map(int, line.split())
         rows.setdefault(k, []).append(vals)
-    for k, (src, dst, n, func, zero, perm) in enumerate(cases):
-        nc, table = 1 << dt.resolve(src).bits, _expected(src, dst, zero)
+    for k, (src, dst, n, func, zero, perm, scale) in enumerate(cases):
+        nc, table = 1 << dt.resolve(src).bits, _expected(src, dst, zero, scale)
         at = perm or range(n)  # result j is the code at position at[j]
         want = [[table[(c + 7 * at[j]) % nc] for j in range(n)] + [0xABCD] * 2 for c in range(nc)]
         got = np.array(rows[k])

@@ -1,7 +1,9 @@
 """A zero point subtracted from a fast integer cast joins the cast's magic subtrahend: `cast(w)
 - z` prints as one `tc::fast_cast_int<..., z>` when the cast's only reader is the subtraction and
-the offset keeps the trick exact; otherwise the subtraction stays (same values either way). On
-the GPU every code minus every representative zero gives the interpreter's bits."""
+the offset keeps the trick exact; otherwise the subtraction stays (same values either way).
+Likewise a power-of-two factor of 1-, 2- or 4-bit codes (a bit plane's weight) joins the trick's
+HFMA2. On the GPU every code minus every representative zero (times every tested factor) gives
+the interpreter's bits."""
 
 from __future__ import annotations
 
@@ -65,6 +67,19 @@ def test_zero_points_the_trick_cannot_absorb_stay_a_subtraction(src, dst, zero, 
     assert not re.search(r"fast_cast_\w+<[^>]*>\(codes_, shifted_\)", code)
 
 
+@pytest.mark.parametrize("src,dst,factor,fused", [
+    ("uint1", "float16", 4, True), ("uint2", "bfloat16", 128, True), ("uint4", "float16", 8, True),
+    ("uint4", "float16", 64, False), ("uint2", "float16", 3, False), ("uint3", "float16", 2, False),
+])
+def test_a_power_of_two_factor_joins_the_fast_cast_of_narrow_codes(src, dst, factor, fused):
+    from tilecraft.codegen.block_cuda.build import generate_block
+
+    code = generate_block(cast_program(src, dst, 16, zero=factor, op="*"), "sm_90a").source
+    s = factor.bit_length() - 1
+    assert (f", 0, false, {s}>(codes_, shifted_)" in code) == fused
+    assert bool(re.search(r"shifted_\[li\] = __hmul", code)) != fused
+
+
 def test_a_cast_read_elsewhere_is_not_fused():
     code = _source("uint4", "float16", 16, 8, keep_cast=True)
     assert "tc::fast_cast_int<4, false, false, 16>(codes_, out_)" in code
@@ -113,3 +128,26 @@ def test_every_code_minus_a_zero_point_matches_the_interpreter_on_the_gpu(src, d
         want = vm_result(src, dst, n, THREADS, BLOCKS, zero)
         bad = np.flatnonzero(got != want)
         assert bad.size == 0, (zero, [(int(i), hex(got[i]), hex(want[i])) for i in bad[:8]])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dst", ["float16", "bfloat16"])
+@pytest.mark.parametrize("src", ["uint1", "uint2", "int2", "uint4", "int4"])
+def test_every_code_times_a_power_of_two_matches_the_interpreter_on_the_gpu(src, dst):
+    import torch
+
+    from tilecraft.codegen.block_cuda import build_block_kernel
+    from tilecraft.targets import current_target
+
+    n = 64
+    for factor in (2, 8, 32):
+        prog = cast_program(src, dst, n, THREADS, BLOCKS, zero=factor, op="*")
+        kernel = build_block_kernel(prog, current_target().arch)
+        assert f">(codes_, shifted_)" in kernel.source
+        data = torch.from_numpy(every_code(src, n, THREADS, BLOCKS)).cuda()
+        out = torch.zeros(THREADS * BLOCKS * n, dtype=dt.resolve(dst).torch_dtype, device="cuda")
+        kernel(data, out)
+        got = out.view(torch.int16).cpu().numpy().view(np.uint16)
+        want = vm_result(src, dst, n, THREADS, BLOCKS, factor, op="*")
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, (factor, [(int(i), hex(got[i]), hex(want[i])) for i in bad[:8]])

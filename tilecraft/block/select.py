@@ -159,7 +159,8 @@ def _fuse_zero_points(stmts, plans: dict, readers: dict, target) -> None:
         fused = zero_point(sub, cast, plan, target)
         if fused is not None:
             plans[id(sub)] = fused
-            plans[id(cast)] = Fused(id(sub), "the subtraction of its zero point below")
+            what = "multiplication" if fused.scale else "subtraction of its zero point"
+            plans[id(cast)] = Fused(id(sub), f"the {what} below")
 
 
 def _writes(s) -> set:

@@ -61,19 +61,19 @@ class CastPlan:
     count: int
 
 
-def select_cast(s: Cast, target=None, zero: int = 0) -> CastPlan | None:
+def select_cast(s: Cast, target=None, zero: int = 0, scale: int = 0) -> CastPlan | None:
     """The fast plan for `s` on `target` (a tilecraft.targets.Target; None: sm_80), or None;
-    `zero`: minus that zero point (integer sources)."""
+    `zero`: minus that zero point, `scale`: times 2^scale (integer sources)."""
     count = s.src.layout.local_size
     if s.out.layout == s.src.layout:
-        return plan_for(s.src.dtype, s.out.dtype, count, target, zero)
+        return plan_for(s.src.dtype, s.out.dtype, count, target, zero, scale=scale)
     from tilecraft.layout.permute import interleave_permutation, local_permutation
 
     bits = s.src.dtype.bits
     if not words_interleave(s.src.dtype) or count % (32 // bits) \
             or local_permutation(s.src.layout, s.out.layout) != interleave_permutation(count, bits):
         return None
-    return plan_for(s.src.dtype, s.out.dtype, count, target, zero, interleaved=True)
+    return plan_for(s.src.dtype, s.out.dtype, count, target, zero, interleaved=True, scale=scale)
 
 
 def words_interleave(t: dt.DataType) -> bool:
@@ -85,10 +85,11 @@ def words_interleave(t: dt.DataType) -> bool:
 
 
 def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
-             zero: int = 0, interleaved: bool = False) -> CastPlan | None:
+             zero: int = 0, interleaved: bool = False, scale: int = 0) -> CastPlan | None:
     """The plan converting `count` elements of `src` to `out` per thread, or None; `zero` (an
-    integer source only) is subtracted from every result; `interleaved`: the source's words are
-    in `interleave_words` order (1-, 2-, 4-bit integers, whole words), the results natural."""
+    integer source only) is subtracted from every result, which are then multiplied by
+    2^`scale` (1-, 2- and 4-bit integers); `interleaved`: the source's words are in
+    `interleave_words` order (1-, 2-, 4-bit integers, whole words), the results natural."""
     if out.name not in _DESTS or src.bits > 8 or src.is_bool or count < 1:
         return None
     if target is not None and tuple(target.compute_capability) < (8, 0):
@@ -97,7 +98,12 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
     flag = "true" if bf16 else "false"
     if src.is_integer:
         signed = "true" if src.kind == "int" else "false"
-        tail = f", {zero}, true" if interleaved else f", {zero}" if zero else ""
+        if scale and src.bits not in (1, 2, 4):
+            return None
+        args = [str(zero), "true" if interleaved else "false", str(scale)]
+        while args and args[-1] in ("0", "false"):  # (the template's defaults)
+            args.pop()
+        tail = "".join(f", {a}" for a in args)
         func = f"tc::fast_cast_int<{src.bits}, {signed}, {flag}, {count}{tail}>"
         kind, group = {8: ("prmt", 4), 4: ("lop3", 8), 2: ("lop3", 16),
                        1: ("lop3", 32)}.get(src.bits, ("field", 2))
@@ -115,12 +121,14 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
 
 @dataclass(frozen=True)
 class ZeroPointCast:
-    """`out = cast(src) - zero` (the plan of the subtraction; the cast is fused into it): one
-    fast integer cast whose magic subtrahend includes the integer `zero`."""
+    """`out = cast(src) - zero` or `out = cast(src) * 2^scale` (the plan of that instruction;
+    the cast is fused into it): one fast integer cast whose magic subtrahend includes the
+    integer `zero`, or whose scaling HFMA2 includes the power of two."""
 
     cast: Cast
     plan: CastPlan
     zero: int
+    scale: int = 0
 
 
 def zero_point_limit(src: dt.DataType, out: dt.DataType) -> int:
@@ -133,8 +141,9 @@ def zero_point_limit(src: dt.DataType, out: dt.DataType) -> int:
 
 def zero_point(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> ZeroPointCast | None:
     """The fused plan for `sub` = `cast.out - c` with c a whole constant the fast cast of an
-    integer type can absorb exactly; else None."""
-    if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
+    integer type can absorb exactly, or `cast.out * 2^s` (1 <= s <= 7) of 1-, 2- or 4-bit
+    codes; else None."""
+    if not isinstance(sub, BinaryOp) or sub.op not in ("-", "*") or sub.a != cast.out \
             or not plan.func.startswith("tc::fast_cast_int"):
         return None
     value = _constant(sub.b)
@@ -142,6 +151,13 @@ def zero_point(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> ZeroPo
     if value is None or value != int(value) or sub.out.dtype != cast.out.dtype \
             or float(store_cast(sub.out.dtype, value)) != value:  # (the VM rounds it first)
         return None
+    if sub.op == "*":
+        s = int(value).bit_length() - 1
+        top = 7 if cast.out.dtype.name == "bfloat16" else 5  # ((magic + T) 2^s stays finite)
+        if value < 2 or int(value) != 1 << s or s > top or src.bits not in (1, 2, 4):
+            return None
+        fused = select_cast(cast, target, scale=s)
+        return ZeroPointCast(cast, fused, 0, s) if fused is not None else None
     offset = int(value) + (1 << (src.bits - 1) if src.kind == "int" else 0)
     if not 0 <= offset < zero_point_limit(src, cast.out.dtype) or int(value) == 0:
         return None

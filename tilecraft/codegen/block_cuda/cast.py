@@ -23,8 +23,9 @@ class CastPrinter:
         if not isinstance(plan, ZeroPointCast):
             return False
         src = self.tensor(plan.cast.src)
-        self.w(f"{plan.plan.func}({src}, {self.tensor(s.out)});  // cast, then - {plan.zero}: "
-               "the zero point joins the magic number")
+        what = (f"* {1 << plan.scale}: the trick's HFMA2 scales" if plan.scale else
+                f"- {plan.zero}: the zero point joins the magic number")
+        self.w(f"{plan.plan.func}({src}, {self.tensor(s.out)});  // cast, then {what}")
         return True
 
     def fast_cast(self, s: Cast) -> bool:

@@ -5,9 +5,10 @@
 // (sub-byte types) or a byte array (8-bit types); the results are N 16-bit values (two per word).
 // Every function converts all N elements exactly as the interpreter does (tilecraft.dtypes):
 //
-//   fast_cast_int<B, SIGNED, BF16, N, Z, ILV>(src, dst)  uint1..uint8, int2..int8 (bf16: B <= 7
-//       by the 0x4300 magic; 8-bit ints through f32), minus the integer Z (a zero point: it
-//       joins the subtrahend the magic needs anyway, so `cast(x) - Z` costs what `cast(x)` does);
+//   fast_cast_int<B, SIGNED, BF16, N, Z, ILV, S>(src, dst)  uint1..uint8, int2..int8 (bf16: B <=
+//       7 by the 0x4300 magic; 8-bit ints through f32), minus the integer Z (a zero point: it
+//       joins the subtrahend the magic needs anyway, so `cast(x) - Z` costs what `cast(x)` does),
+//       times 2^S (1-, 2-, 4-bit codes: the trick's HFMA2 scales for free; a bit plane's weight);
 //       ILV (B = 1, 2, 4, whole words): each source word holds element j at code position
 //       (j % 2) * 16/B + j / 2 (layout/permute.py `interleave_words`), results in natural order
 //   fast_cast_float<E, M, SPECIAL, BF16, N, ILV>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
@@ -162,18 +163,25 @@ TC_DEVICE void u8x4_bf16(u32 w, u32* out) {
 }
 
 // 8 nibbles of w -> f16 (the 0x64006400 LOP3 trick, halves reordered by PRMT)
-template <bool SIGNED, int T, bool ILV>
+template <bool SIGNED, int T, bool ILV, int S>
 TC_DEVICE void u4x8_f16(u32 w, u32* out) {
   constexpr u32 lo = (0x6400u + T) * 0x10001u;       // 1024 + T
-  constexpr u32 hi = (0xD400u + 16 * T) * 0x10001u;  // -(64 + T): the ulp at 64 is 1/16
+  constexpr u32 hi = (0xD400u + 16 * T + (S << 10)) * 0x10001u;  // -(64 + T) 2^S (ulp 1/16 at 64)
   if (SIGNED) w ^= 0x88888888u;
   const u32 v = w >> 8;
   u32 h0 = and_or(w, 0x000F000Fu, 0x64006400u), h1 = and_or(w, 0x00F000F0u, 0x64006400u);
   u32 h2 = and_or(v, 0x000F000Fu, 0x64006400u), h3 = and_or(v, 0x00F000F0u, 0x64006400u);
-  h0 = sub_f16x2(h0, lo);  // (e0, e4)
-  h2 = sub_f16x2(h2, lo);  // (e2, e6)
-  h1 = fma_f16x2(h1, 0x2C002C00u, hi);  // (1024 + 16x) / 16 - 64: (e1, e5)
-  h3 = fma_f16x2(h3, 0x2C002C00u, hi);  // (e3, e7)
+  if (S == 0) {
+    h0 = sub_f16x2(h0, lo);  // (e0, e4)
+    h2 = sub_f16x2(h2, lo);  // (e2, e6)
+  } else {  // (1024 + x) 2^S - (1024 + T) 2^S
+    constexpr u32 up = (0x3C00u + (S << 10)) * 0x10001u, lo_s = (lo + (S << 10) * 0x10001u);
+    h0 = fma_f16x2(h0, up, lo_s | 0x80008000u);
+    h2 = fma_f16x2(h2, up, lo_s | 0x80008000u);
+  }
+  constexpr u32 sixteenth = (0x2C00u + (S << 10)) * 0x10001u;  // 2^(S - 4)
+  h1 = fma_f16x2(h1, sixteenth, hi);  // (1024 + 16x) / 16 - 64: (e1, e5)
+  h3 = fma_f16x2(h3, sixteenth, hi);  // (e3, e7)
   if (ILV) {  // codes k, k + 4 are elements 2k, 2k + 1
     out[0] = h0, out[1] = h1, out[2] = h2, out[3] = h3;
     return;
@@ -185,14 +193,15 @@ TC_DEVICE void u4x8_f16(u32 w, u32* out) {
 }
 
 // 8 nibbles of w -> bf16: each nibble shifted down under 0x4300 (128 + x), one HFMA2 per pair
-template <bool SIGNED, int T, bool ILV>
+template <bool SIGNED, int T, bool ILV, int S>
 TC_DEVICE void u4x8_bf16(u32 w, u32* out) {
-  constexpr u32 mag = (0x4300u + T) * 0x10001u;  // 128 + T
+  constexpr u32 mag = (0x4300u + T + (S << 7)) * 0x10001u;  // (128 + T) 2^S
+  constexpr u32 up = (0x3F80u + (S << 7)) * 0x10001u;       // 2^S
   if (SIGNED) w ^= 0x88888888u;
   u32 h[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k)
-    h[k] = sub2<true>(and_or(w >> (4 * k), 0x000F000Fu, 0x43004300u), mag);
+    h[k] = fma_bf16x2(and_or(w >> (4 * k), 0x000F000Fu, 0x43004300u), up, mag ^ 0x80008000u);
   if (ILV) {
 #pragma unroll
     for (int k = 0; k < 4; ++k) out[k] = h[k];
@@ -226,7 +235,7 @@ TC_DEVICE u32 fma2(u32 a, u32 b, u32 c) {
 // is masked under the magic in place (LOP3: magic + x * 2^(B j)) and scaled back by one HFMA2
 // (* 2^-(B j), - magic * 2^-(B j) - T): 2 instructions a pair, one SHF per further window;
 // PRMTs put the halves in order (none when ILV)
-template <int B, bool SIGNED, bool BF16, int Z, bool ILV>
+template <int B, bool SIGNED, bool BF16, int Z, bool ILV, int S>
 TC_DEVICE void narrow_word(u32 w, u32* out) {
   constexpr int H = 16 / B;  // pairs per word
   constexpr int MB = BF16 ? 7 : 10, W = MB / B;  // codes one shift of w reaches
@@ -239,9 +248,11 @@ TC_DEVICE void narrow_word(u32 w, u32* out) {
     const int j = k % W, shift = B * j;
     const u32 m = and_or(w >> (B * (k - j)), (((1u << B) - 1u) << shift) * 0x10001u,
                          magic * 0x10001u);
-    h[k] = j == 0 ? sub2<BF16>(m, (magic + T) * 0x10001u)
-                  : fma2<BF16>(m, (u32((BF16 ? 127 : 15) - shift) << MB) * 0x10001u,
-                               whole_bits<BF16>(-(magic_value >> shift) - T) * 0x10001u);
+    h[k] = j == 0 && S == 0
+               ? sub2<BF16>(m, (magic + T) * 0x10001u)
+               : fma2<BF16>(m, (u32((BF16 ? 127 : 15) + S - shift) << MB) * 0x10001u,
+                            (whole_bits<BF16>(-(magic_value >> shift) - T) + (S << MB)) *
+                                0x10001u);  // (x - T) 2^S: a power of two keeps it exact
   }
 #pragma unroll
   for (int j = 0; j < H; ++j)
@@ -250,8 +261,11 @@ TC_DEVICE void narrow_word(u32 w, u32* out) {
                              : prmt(h[2 * j - H], h[2 * j + 1 - H], 0x7632u);
 }
 
-template <int B, bool SIGNED, bool BF16, int N, int Z = 0, bool ILV = false>
+template <int B, bool SIGNED, bool BF16, int N, int Z = 0, bool ILV = false, int S = 0>
 TC_DEVICE void fast_cast_int(const void* src, void* dst) {
+  static_assert(S >= 0 && S <= (BF16 ? 7 : 5) && (S == 0 || B == 1 || B == 2 || B == 4),
+                "a power-of-two scale 2^S (S <= 5 f16, 7 bf16: (magic + T) 2^S stays finite) "
+                "of 1-, 2- or 4-bit codes");
   static_assert(B >= 1 && B <= 8, "1..8-bit integers");
   static_assert(!ILV || ((B == 1 || B == 2 || B == 4) && N % (32 / B) == 0),
                 "interleaved words: 1-, 2- or 4-bit codes, whole words");
@@ -265,8 +279,9 @@ TC_DEVICE void fast_cast_int(const void* src, void* dst) {
     const u32 w = word<B, N>(src, k);
     u32 out[16];  // per / 2 result words
     if (B == 8) BF16 ? u8x4_bf16<SIGNED, T>(w, out) : u8x4_f16<SIGNED, T>(w, out);
-    else if (B == 4) BF16 ? u4x8_bf16<SIGNED, T, ILV>(w, out) : u4x8_f16<SIGNED, T, ILV>(w, out);
-    else narrow_word<B, SIGNED, BF16, Z, ILV>(w, out);
+    else if (B == 4)
+      BF16 ? u4x8_bf16<SIGNED, T, ILV, S>(w, out) : u4x8_f16<SIGNED, T, ILV, S>(w, out);
+    else narrow_word<B, SIGNED, BF16, Z, ILV, S>(w, out);
 #pragma unroll
     for (int q = 0; q < per / 2; ++q) put2<N>(dst, k * per / 2 + q, out[q]);
   }
