@@ -13,7 +13,9 @@ in the order of `pack_layout(dtype)` over one warp (4 * bits bytes per thread): 
 `local(1, 4) * (mma A atom)`, for 1-, 2- and 4-bit integers and float4_e2m1 with each 32-bit word
 interleaved
 (tilecraft.layout.interleave_words: element j at code position (j % 2) * 16/b + j // 2), which
-the kernel's cast turns into the mma's order with no byte permutes.
+the kernel's cast turns into the mma's order with no byte permutes. 3-, 5-, 6- and 7-bit
+integers are stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, uint4 + uint2,
+uint4 + uint2 + uint1, each tile's planes side by side (128 * bits bytes in all).
 
 `quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
 arguments first): it picks tile sizes (`choose_config`), builds the kernels once per shape and
@@ -48,6 +50,58 @@ def pack_layout(dtype: Any) -> Fragment:
     if words_interleave(t):
         return interleave_words(mma_layout(), t.bits)
     return mma_layout()
+
+
+def plane_bits(dtype: Any) -> tuple[int, ...] | None:
+    """The bit planes a 3-, 5-, 6- or 7-bit integer type is stored in (most significant
+    first), or None (one plane: the type's own codes)."""
+    t = resolve(dtype)
+    if not t.is_integer:
+        return None
+    return {3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (4, 2, 1)}.get(t.bits)
+
+
+def pack_codes(codes: Any, dtype: Any) -> Any:
+    """The packed format of the (N, K) codes of `dtype` (uint8 [N/16, K/64, 128 * bits], module
+    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3-, 5-, 6- or 7-bit integer its
+    bit planes (`plane_bits`) of the offset-binary code (code ^ 2^(bits-1) for signed types),
+    each packed as uint2 / uint1 / uint4, side by side in every tile: the kernel casts each
+    plane with the fast tricks and adds them (times their weights 2^shift)."""
+    import torch
+
+    from tilecraft.quant.weights import pack_weight
+
+    planes = plane_bits(dtype)
+    if planes is None:
+        return pack_weight(codes, dtype, layout=pack_layout(dtype))
+    t = resolve(dtype)
+    u = codes.to(torch.int32) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)
+    parts, shift = [], t.bits
+    for p in planes:
+        shift -= p
+        plane = ((u >> shift) & ((1 << p) - 1)).to(torch.uint8)
+        parts.append(pack_weight(plane, f"uint{p}", layout=pack_layout(f"uint{p}")))
+    return torch.cat(parts, dim=-1)
+
+
+def unpack_codes(packed: Any, dtype: Any) -> Any:
+    """The inverse of `pack_codes`: the (N, K) codes (uint8)."""
+    import torch
+
+    from tilecraft.quant.weights import unpack_weight
+
+    planes = plane_bits(dtype)
+    if planes is None:
+        return unpack_weight(packed, dtype, layout=pack_layout(dtype))
+    t = resolve(dtype)
+    u, shift, at = None, t.bits, 0
+    for p in planes:
+        shift -= p
+        part = packed[..., at:at + 128 * p].contiguous()
+        plane = unpack_weight(part, f"uint{p}", layout=pack_layout(f"uint{p}")).to(torch.int32)
+        u = plane << shift if u is None else u | (plane << shift)
+        at += 128 * p
+    return (u ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)).to(torch.uint8)
 
 
 def packed_shape(n: int, k: int, bits: int) -> tuple[int, int, int]:

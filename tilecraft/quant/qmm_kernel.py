@@ -8,7 +8,7 @@ import tilecraft
 import tilecraft.language as T
 from tilecraft.dtypes import resolve
 from tilecraft.layout import Fragment, local, spatial
-from tilecraft.quant.qmm import mma_layout, pack_layout
+from tilecraft.quant.qmm import mma_layout, pack_layout, plane_bits
 
 
 def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
@@ -42,6 +42,10 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     tile_bytes = 128 * bits
     w_layout = spatial(warps, 1) * local(rows, 1) * mma_layout()  # (BN, 64): the mma A operand
     c_layout = spatial(warps, 1) * local(rows, 1) * pack_layout(wtype)  # the codes as packed
+    planes = plane_bits(wtype)  # 3-, 5-, 6-, 7-bit ints: bit planes of the offset-binary code
+    offset = (1 << (bits - 1)) if planes and resolve(wtype).kind == "int" else 0
+    plane_at = [(p, sum(planes[:i]) * 128, bits - sum(planes[:i + 1]))  # (bits, bytes, shift)
+                for i, p in enumerate(planes or ())]
     u_layout = byte_layout(warps, rows, bits)
     s_layout = w_layout.reduce(1, keepdim=True)  # a row's scale, where the row's elements are
     p_shape = (split, M, N) if split > 1 else (1, 1, 1)  # partial sums (unused when split = 1)
@@ -76,15 +80,30 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 T.copy(X[bm * BM, kk * BK], X_s)
                 T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s)
                 for j in steps:  # a Python list: unrolled at parse time (constant offsets)
-                    wb = T.load_shared(W_s, layout=u_layout, offset=[0, j * tile_bytes])
-                    w = T.cast(T.view(wb, dtype=wtype, layout=c_layout), xtype, layout=w_layout)
+                    if planes:  # each plane cast (times its weight 2^shift), the sum
+                        w = None
+                        for p, at, shift in plane_at:
+                            pb = T.load_shared(W_s, layout=byte_layout(warps, rows, p),
+                                               offset=[0, j * tile_bytes + at])
+                            pl = spatial(warps, 1) * local(rows, 1) * pack_layout(f"uint{p}")
+                            f = T.cast(T.view(pb, dtype=f"uint{p}", layout=pl), xtype,
+                                       layout=w_layout)
+                            if shift:
+                                f = f * (1 << shift)
+                            elif zero + offset != 0:  # the zero joins the last plane's cast
+                                f = f - (zero + offset)
+                            w = f if w is None else w + f
+                    else:
+                        wb = T.load_shared(W_s, layout=u_layout, offset=[0, j * tile_bytes])
+                        w = T.cast(T.view(wb, dtype=wtype, layout=c_layout), xtype,
+                                   layout=w_layout)
                     g = (kk * BK + j * 64) // group - g0
                     if zeros_on_products:
                         T.gemm(ones, X_s[:, j * 64:(j + 1) * 64], xsum, transpose_B=True,
                                policy=T.GemmWarpPolicy.FullRow)
                     elif has_zeros:
                         w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
-                    elif zero != 0:
+                    elif zero != 0 and not planes:
                         w = w - zero
                     if acc_scale:
                         T.gemm(w, X_s[:, j * 64:(j + 1) * 64], part, transpose_B=True,

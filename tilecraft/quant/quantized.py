@@ -17,7 +17,8 @@ z = round(qmin - lo / s) clamped to [qmin, qmax] (the values of the type's codes
 floats: z = 0 and s as symmetric (a shifted float grid loses its fine steps near 0, and v - z
 is not exact in f16). s is rounded *up* to the scale dtype (no weight clips by more than s / 2),
 an all-zero group gets s = 1. Codes: `tilecraft.quantize_to(w / s + z, dtype)` (nearest value,
-ties to even, saturating), packed with `pack_weight(codes, dtype, layout=qmm.pack_layout(dtype))`.
+ties to even, saturating), packed with `qmm.pack_codes(codes, dtype)` (`pack_weight` in
+`qmm.pack_layout(dtype)`, or bit planes for 3-, 5-, 6- and 7-bit integers).
 
 Refusals are TC321 at the user's line (the first frame outside tilecraft and torch).
 """
@@ -195,10 +196,9 @@ class QuantizedWeight:
 
     def codes(self) -> Any:
         """The (N, K) codes (uint8), unpacked from `packed` on its device."""
-        from tilecraft.quant.qmm import pack_layout
-        from tilecraft.quant.weights import unpack_weight
+        from tilecraft.quant.qmm import unpack_codes
 
-        return unpack_weight(self.packed, self.dtype, layout=pack_layout(self.dtype))
+        return unpack_codes(self.packed, self.dtype)
 
     def dequantize(self, dtype: Any = None) -> Any:
         """The (N, K) weight `(value(code) - z) * s`, computed in float64 from the packed codes
@@ -255,8 +255,7 @@ def quantize(weight: Any, dtype: Any, group_size: int | None = 128, scheme: str 
     N and K must be multiples of 64, `group_size` a multiple of 64 dividing K."""
     import torch
 
-    from tilecraft.quant.qmm import pack_layout
-    from tilecraft.quant.weights import pack_weight
+    from tilecraft.quant.qmm import pack_codes
 
     func = "quant.quantize"
     dt = weight_dtype(func, dtype)
@@ -291,7 +290,7 @@ def quantize(weight: Any, dtype: Any, group_size: int | None = 128, scheme: str 
     import tilecraft
 
     codes = tilecraft.quantize_to(v.reshape(N, K), dt)
-    packed = pack_weight(codes, dt, layout=pack_layout(dt))
+    packed = pack_codes(codes, dt)
     return QuantizedWeight(packed=packed, scales=scales, zeros=zeros, dtype=dt.name,
                            group_size=group, shape=shape, zero_point=zero_point_of(dt, scheme),
                            scheme=scheme)
