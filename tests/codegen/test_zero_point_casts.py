@@ -143,7 +143,7 @@ def test_every_code_times_a_power_of_two_matches_the_interpreter_on_the_gpu(src,
     for factor in (2, 8, 32):
         prog = cast_program(src, dst, n, THREADS, BLOCKS, zero=factor, op="*")
         kernel = build_block_kernel(prog, current_target().arch)
-        assert f">(codes_, shifted_)" in kernel.source
+        assert ">(codes_, shifted_)" in kernel.source
         data = torch.from_numpy(every_code(src, n, THREADS, BLOCKS)).cuda()
         out = torch.zeros(THREADS * BLOCKS * n, dtype=dt.resolve(dst).torch_dtype, device="cuda")
         kernel(data, out)
