@@ -31,7 +31,7 @@ CASES = [("uint4", 1, 8192, 8192), ("uint1", 16, 4096, 8192), ("int3", 16, 1024,
 def test_the_chosen_configuration_compiles_without_spills(wtype, M, N, K, arch):
     from tilecraft.dtypes import resolve
 
-    cfg = choose_config(M, N, K, resolve(wtype).bits, 128)
+    cfg = choose_config(M, N, K, resolve(wtype).bits, 128, wtype)
     kernel = qmm_kernel(M, N, K, wtype, "float16", 128, 0, False, True, **cfg)
     gen = generate_cuda(kernel.func, arch)
     res = compile_cuda(gen.source, arch, name=gen.name).resources

@@ -13,9 +13,9 @@ in the order of `pack_layout(dtype)` over one warp (4 * bits bytes per thread): 
 `local(1, 4) * (mma A atom)`, for 1-, 2- and 4-bit integers and float4_e2m1 with each 32-bit word
 interleaved
 (tilecraft.layout.interleave_words: element j at code position (j % 2) * 16/b + j // 2), which
-the kernel's cast turns into the mma's order with no byte permutes. 3-, 5-, 6- and 7-bit
-integers are stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, uint4 + uint2,
-uint4 + uint2 + uint1, each tile's planes side by side (128 * bits bytes in all).
+the kernel's cast turns into the mma's order with no byte permutes. 3-, 5- and 6-bit integers
+are stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, uint4 + uint2, each
+tile's planes side by side (128 * bits bytes in all).
 
 `quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
 arguments first): it picks tile sizes (`choose_config`), builds the kernels once per shape and
@@ -53,17 +53,17 @@ def pack_layout(dtype: Any) -> Fragment:
 
 
 def plane_bits(dtype: Any) -> tuple[int, ...] | None:
-    """The bit planes a 3-, 5-, 6- or 7-bit integer type is stored in (most significant
-    first), or None (one plane: the type's own codes)."""
+    """The bit planes a 3-, 5- or 6-bit integer type is stored in (most significant first),
+    or None (one plane: the type's own codes)."""
     t = resolve(dtype)
     if not t.is_integer:
         return None
-    return {3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (4, 2, 1)}.get(t.bits)
+    return {3: (2, 1), 5: (4, 1), 6: (4, 2)}.get(t.bits)  # (7 = 4 + 2 + 1 measured slower)
 
 
 def pack_codes(codes: Any, dtype: Any) -> Any:
     """The packed format of the (N, K) codes of `dtype` (uint8 [N/16, K/64, 128 * bits], module
-    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3-, 5-, 6- or 7-bit integer its
+    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3-, 5- or 6-bit integer its
     bit planes (`plane_bits`) of the offset-binary code (code ^ 2^(bits-1) for signed types),
     each packed as uint2 / uint1 / uint4, side by side in every tile: the kernel casts each
     plane with the fast tricks and adds them (times their weights 2^shift)."""
@@ -112,7 +112,7 @@ def packed_shape(n: int, k: int, bits: int) -> tuple[int, int, int]:
 SMS = 132  # the H100's multiprocessors, which the tables below were measured on
 
 
-def choose_config(M: int, N: int, K: int, bits: int, group: int) -> dict:
+def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = None) -> dict:
     """Tile sizes for one call, chosen by measurement on an H100 (benchmarks/NOTES.md,
     "Session 10" and "Session 11"). Decode (M <= 16): 4 warps of two 16-row weight tiles each
     (128 channels a block; one tile, 64 channels, when that leaves SMs idle), tokens padded to
@@ -121,7 +121,9 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int) -> dict:
     steps. Larger M: 8 warps of one 16-row tile each, 256 tokens (from M = 512; 128 from
     M = 65, else 64), k steps of 64, on wgmma with the weight from registers on sm_90a (one
     wgmma left in flight while the next step dequantizes: pipeline_copies); K split in two
-    when the blocks would not cover the SMs."""
+    when the blocks would not cover the SMs. The decode loop unrolls its stages where the cast
+    is short (1-4- and 8-bit integers, float4), else two steps: longer bodies unrolled by four
+    overflow the instruction cache (float6_e3m2: 96 -> 134 us). `wtype`: the weight type."""
     if M > 16:
         BM = 256 if M >= 512 else 128 if M > 64 else 64
         cfg = dict(BM=BM, warps=8, rows=1, BK=64, stages=4 if BM == 256 else 3, split=1)
@@ -144,8 +146,10 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int) -> dict:
         split *= 2
     KS = K // split  # scales multiply each group's products when groups are whole k steps
     acc_scale = group % BK == 0 and (KS % group == 0 or group == K)
+    t = resolve(wtype) if wtype is not None else None
+    short = bits in (1, 2, 3, 4, 8) and (t is None or t.is_integer or bits == 4)
     return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split,
-                acc_scale=acc_scale, unroll=stages)
+                acc_scale=acc_scale, unroll=stages if short else 2)
 
 
 _PLANS: dict = {}  # (shapes, types, options) -> (kernel, reduce kernel or None, split)
@@ -155,7 +159,7 @@ def _plan(key: tuple, config: dict | None) -> tuple:
     from tilecraft.quant.qmm_kernel import qmm_kernel, qmm_reduce
 
     M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias = key[:10]
-    cfg = dict(choose_config(M, N, K, bits, group), **(config or {}))
+    cfg = dict(choose_config(M, N, K, bits, group, wtype), **(config or {}))
     kernel = qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias, **cfg)
     split = cfg["split"]
     reducer = qmm_reduce(M, N, split, xtype, has_bias) if split > 1 else None
