@@ -102,6 +102,7 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
 
     plans: dict[int, object] = {}
     matrix = MatrixSelector(program, target)  # ldmatrix / stmatrix (ldst_matrix.py)
+    lets = _let_values(program)
     for s in walk(program.body):
         plan = None
         if isinstance(s, Dot):
@@ -109,13 +110,13 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
         elif isinstance(s, DotShared):
             plan = select_dot_shared(s, program.num_threads, target)
         elif isinstance(s, CopyAsync):
-            plan = select_copy_async(s)
+            plan = select_copy_async(s, lets)
         elif isinstance(s, CopyAsyncBulk):
             plan = select_tma(s.dst, s.src, s.dims)
         elif isinstance(s, Cast):
             plan = select_cast(s, target)  # fast register casts (select_cast.py)
         elif isinstance(s, (LoadGlobal, StoreGlobal, LoadShared, StoreShared)):
-            plan = matrix.select(s) or select_vector(s)
+            plan = matrix.select(s) or select_vector(s, lets)
         if plan is not None:
             plans[id(s)] = plan
     readers = _readers(program)
@@ -124,6 +125,29 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
             _fuse_zero_points(seq.stmts, plans, readers, target)
             _fuse_operand_loads(seq.stmts, plans)
     return plans
+
+
+def _let_values(program: BlockProgram) -> dict:
+    """let variable -> its value with the lets it uses expanded (a variable is bound once), so
+    an offset through lets (`g0 = bs * 64`, `S[.., g0]`) shows its linear form."""
+    from tilecraft.ir import LetStmt
+    from tilecraft.ir.rewrite import substitute
+    from tilecraft.ir.visitor import walk
+
+    lets = {s.var: s.value for s in walk(program.body) if isinstance(s, LetStmt)}
+    for _ in range(8):  # (nested lets: a few rounds reach the fixpoint)
+        expanded = {v: substitute(e, lets) for v, e in lets.items()}
+        if all(expanded[v] is lets[v] for v in lets):
+            break
+        lets = expanded
+    return lets
+
+
+def _offset_form(offset, lets: dict | None):
+    """linear_form of `offset` with its lets expanded."""
+    from tilecraft.ir.rewrite import substitute
+
+    return linear_form(substitute(offset, lets) if lets else offset)
 
 
 def _readers(program: BlockProgram) -> dict:
@@ -225,7 +249,7 @@ def _reads(s) -> set:
     return out
 
 
-def select_copy_async(s: CopyAsync) -> CopyAsyncPlan | None:
+def select_copy_async(s: CopyAsync, lets: dict | None = None) -> CopyAsyncPlan | None:
     """16-byte chunks when every chunk is whole on both sides: the tile's last dimension is the
     source's rows (a multiple of the chunk long, its offset provably a multiple of the chunk),
     and the shared layout keeps each chunk's elements consecutive from a multiple of the chunk
@@ -238,7 +262,7 @@ def select_copy_async(s: CopyAsync) -> CopyAsyncPlan | None:
     dst = [int(d) for d in s.dst.shape]
     if None in shape or s.dims[-1] != len(shape) - 1 or shape[-1] % chunk or dst[-1] % chunk:
         return None
-    form = linear_form(s.offset[-1])
+    form = _offset_form(s.offset[-1], lets)
     if form is None or form[1] % chunk or any(c % chunk for c in form[0].values()):
         return None
     offs = np.asarray(s.dst.layout.offsets()).reshape(-1, chunk)
@@ -281,7 +305,7 @@ _TRANSFER_SIDES = {LoadGlobal: ("out", "src"), LoadShared: ("out", "src"),
                    StoreGlobal: ("src", "dst"), StoreShared: ("src", "dst")}
 
 
-def select_vector(s) -> VectorPlan | None:
+def select_vector(s, lets: dict | None = None) -> VectorPlan | None:
     """The widest vector (up to 16 bytes) for which every thread's register groups are
     consecutive elements of the tile's last dimension, which is the memory tensor's rows (a
     multiple of the vector long, the tile's offset provably aligned, and for shared memory a
@@ -295,7 +319,7 @@ def select_vector(s) -> VectorPlan | None:
     if None in shape:
         return None
     idx = reg.layout.index_table()  # [threads, local, ndim]
-    form = linear_form(s.offset[-1])
+    form = _offset_form(s.offset[-1], lets)
     width = 128 // bits
     while width > 1:
         if _groups_consecutive(idx, width) and shape[-1] % width == 0 and form is not None \

@@ -64,7 +64,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
             Z_s = T.alloc_shared((BN, GS if has_zeros else 1), xtype)
             acc = T.alloc_fragment((BN, BM), "float32")
             part = T.alloc_fragment((BN, BM), "float32")  # one group's product (acc_scale)
-            g0 = bs * KS // group
+            # the slice's first group (a product when slices are whole groups: the scales'
+            # copy then provably starts on a 16-byte boundary and moves in vectors)
+            g0 = bs * (KS // group) if KS % group == 0 else bs * KS // group
             T.copy(S[bn * BN, g0], S_s)
             if has_zeros:
                 T.copy(Z[bn * BN, g0], Z_s)
