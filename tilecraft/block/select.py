@@ -122,7 +122,7 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
     readers = _readers(program)
     for seq in walk(program.body):
         if isinstance(seq, SeqStmt):
-            _fuse_zero_points(seq.stmts, plans, readers, target)
+            _fuse_cast_readers(seq.stmts, plans, readers, target)
             _fuse_operand_loads(seq.stmts, plans)
     return plans
 
@@ -163,11 +163,12 @@ def _readers(program: BlockProgram) -> dict:
     return out
 
 
-def _fuse_zero_points(stmts, plans: dict, readers: dict, target) -> None:
+def _fuse_cast_readers(stmts, plans: dict, readers: dict, target) -> None:
     """A fast integer cast whose only reader, later in the same sequence, subtracts a whole
-    constant (nothing writing the cast's source in between): the subtraction prints as the
-    cast with the constant joined to its magic subtrahend (select_cast.zero_point)."""
-    from .select_cast import Cast, CastPlan, zero_point
+    constant or multiplies by a power of two (nothing writing the cast's source in between):
+    that reader prints as the cast with the constant joined to its trick
+    (select_cast.fused_reader)."""
+    from .select_cast import Cast, CastPlan, fused_reader
 
     for i, cast in enumerate(stmts):
         plan = plans.get(id(cast))
@@ -180,7 +181,7 @@ def _fuse_zero_points(stmts, plans: dict, readers: dict, target) -> None:
         j = next((j for j in range(i + 1, len(stmts)) if stmts[j] is sub), None)
         if j is None or any(cast.src in _writes(x) for x in stmts[i + 1:j]):
             continue
-        fused = zero_point(sub, cast, plan, target)
+        fused = fused_reader(sub, cast, plan, target)
         if fused is not None:
             plans[id(sub)] = fused
             what = "multiplication" if fused.scale else "subtraction of its zero point"

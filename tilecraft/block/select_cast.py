@@ -32,7 +32,7 @@ An integer cast whose only reader subtracts a whole constant (a zero point) is o
 the tricks subtract a magic number anyway, and the zero joins it (exact: `fuse_zero_points`).
 
     cast(w, out=w_f16); sub(w_f16, 8.0, out=w_z)
-    -> the sub: ZeroPointCast(cast, CastPlan(..., func="tc::fast_cast_int<4, false, false, 64, 8>"))
+    -> the sub: FusedCast(cast, CastPlan(..., func="tc::fast_cast_int<4, false, false, 64, 8>"))
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
 
 
 @dataclass(frozen=True)
-class ZeroPointCast:
+class FusedCast:
     """`out = cast(src) - zero` or `out = cast(src) * 2^scale` (the plan of that instruction;
     the cast is fused into it): one fast integer cast whose magic subtrahend includes the
     integer `zero`, or whose scaling HFMA2 includes the power of two."""
@@ -139,7 +139,7 @@ def zero_point_limit(src: dt.DataType, out: dt.DataType) -> int:
     return 64 if src.bits == 4 else 1024
 
 
-def zero_point(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> ZeroPointCast | None:
+def fused_reader(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> FusedCast | None:
     """The fused plan for `sub` = `cast.out - c` with c a whole constant the fast cast of an
     integer type can absorb exactly, or `cast.out * 2^s` (1 <= s <= 7) of 1-, 2- or 4-bit
     codes; else None."""
@@ -157,12 +157,12 @@ def zero_point(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> ZeroPo
         if value < 2 or int(value) != 1 << s or s > top or src.bits not in (1, 2, 4):
             return None
         fused = select_cast(cast, target, scale=s)
-        return ZeroPointCast(cast, fused, 0, s) if fused is not None else None
+        return FusedCast(cast, fused, 0, s) if fused is not None else None
     offset = int(value) + (1 << (src.bits - 1) if src.kind == "int" else 0)
     if not 0 <= offset < zero_point_limit(src, cast.out.dtype) or int(value) == 0:
         return None
     fused = select_cast(cast, target, zero=int(value))
-    return ZeroPointCast(cast, fused, int(value)) if fused is not None else None
+    return FusedCast(cast, fused, int(value)) if fused is not None else None
 
 
 def _constant(e: Expr) -> float | None:

@@ -12,15 +12,15 @@ thing `_Cast` asks (compute.py); without a plan the element-wise form prints.
 from __future__ import annotations
 
 from tilecraft.block.compute import BinaryOp, Cast
-from tilecraft.block.select_cast import CastPlan, ZeroPointCast
+from tilecraft.block.select_cast import CastPlan, FusedCast
 
 
 class CastPrinter:
-    def zero_point_cast(self, s: BinaryOp) -> bool:
+    def fused_cast(self, s: BinaryOp) -> bool:
         """Print `s` (a zero point's subtraction) as the fast cast fused into it; False when it
         has no such plan."""
         plan = self.plans.get(id(s))
-        if not isinstance(plan, ZeroPointCast):
+        if not isinstance(plan, FusedCast):
             return False
         src = self.tensor(plan.cast.src)
         what = (f"* {1 << plan.scale}: the trick's HFMA2 scales" if plan.scale else

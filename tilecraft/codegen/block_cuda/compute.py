@@ -55,14 +55,14 @@ class ComputePrinter(MmaPrinter):
         return f"{name}[li]"
 
     def _BinaryOp(self, s: BinaryOp) -> None:
-        if self.zero_point_cast(s):
+        if self.fused_cast(s):
             return
         self.elementwise(s.op, (s.a, s.b), s.out, s)
 
     def _UnaryOp(self, s: UnaryOp) -> None:
         self.elementwise(s.op, (s.src,), s.out)
 
-    def zero_point_cast(self, s: BinaryOp) -> bool:
+    def fused_cast(self, s: BinaryOp) -> bool:
         """Print `s` as a planned cast minus a zero point; False here (cast.py overrides it)."""
         return False
 
