@@ -196,16 +196,29 @@ template <> TC_DEVICE __nv_bfloat16 floormod<__nv_bfloat16>(__nv_bfloat16 a, __n
 // (max.NaN / min.NaN).
 // Integers: CUDA's max/min (IMNMX) on the promoted type; a ternary on 8/16-bit values made ptxas
 // spill where the intrinsic did not.
-// Signed 32-bit (and 8/16-bit, promoted) go through PTX max.s32/min.s32: NVRTC 13.0 folds a
-// negated operand into a three-input VIMNMX3 and drops the negation (`a = -y; a = max(a, p);
-// a = max(a, q)` computed max(y, p, q); fuzz seed 700523; fixed in NVRTC 13.5). Inline PTX hides
-// the min/max from that fold; ptxas still forms VIMNMX3, with the negation kept.
+// 32-bit and narrower integers print as PTX max/min whose result passes through an identity
+// PRMT on sm_90+. ptxas fuses two dependent min/max into one three-input VIMNMX3 and, where an
+// operand is a negation, drops the minus: `min(min(a >> 17, -blockIdx.y), c)` computed
+// min(a >> 17, blockIdx.y, c) and `max(max(v, -4 * x), w)` lost its sign (fuzz seeds 700523,
+// 2700455, 2702372; ptxas 12.8-13.3, also pytorch/pytorch#190973). The PRMT keeps each min/max
+// a two-input VIMNMX (one more instruction; the negation stays an explicit IADD3).
+template <class P> TC_DEVICE P unfused_minmax(P r) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned u;
+  asm("prmt.b32 %0, %1, 0, 0x3210;" : "=r"(u) : "r"(unsigned(r)));
+  return P(u);
+#else
+  return r;
+#endif
+}
 template <class T> TC_DEVICE T maximum(T a, T b) {
   typedef typename IntTraits<T>::P P;
   if constexpr (sizeof(P) == 4 && IntTraits<T>::is_signed) {
     int r;
     asm("max.s32 %0, %1, %2;" : "=r"(r) : "r"(int(a)), "r"(int(b)));
-    return T(r);
+    return T(unfused_minmax<int>(r));
+  } else if constexpr (sizeof(P) == 4) {
+    return T(unfused_minmax<P>(max(P(a), P(b))));
   }
   return T(max(P(a), P(b)));
 }
@@ -214,7 +227,9 @@ template <class T> TC_DEVICE T minimum(T a, T b) {
   if constexpr (sizeof(P) == 4 && IntTraits<T>::is_signed) {
     int r;
     asm("min.s32 %0, %1, %2;" : "=r"(r) : "r"(int(a)), "r"(int(b)));
-    return T(r);
+    return T(unfused_minmax<int>(r));
+  } else if constexpr (sizeof(P) == 4) {
+    return T(unfused_minmax<P>(min(P(a), P(b))));
   }
   return T(min(P(a), P(b)));
 }
