@@ -31,6 +31,12 @@ template <class To, class From> struct Cast {
   static To run(From x) { return static_cast<To>(x); }
 };
 template <class To, class From> To cast(From x) { return Cast<To, From>::run(x); }
+template <class T> struct IsInt { static constexpr bool value = false; };  // common.cuh's
+#define TC_IS_INT(T) template <> struct IsInt<T> { static constexpr bool value = true; };
+TC_IS_INT(bool) TC_IS_INT(signed char) TC_IS_INT(unsigned char) TC_IS_INT(short)
+TC_IS_INT(unsigned short) TC_IS_INT(int) TC_IS_INT(unsigned) TC_IS_INT(long long)
+TC_IS_INT(unsigned long long)
+#undef TC_IS_INT
 }
 struct __half { float v; };
 static inline float __half2float(__half h) { return h.v; }

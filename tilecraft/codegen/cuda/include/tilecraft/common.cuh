@@ -71,8 +71,38 @@ TC_DEVICE float2 unpack_bfloat2(u32 v) { return __bfloat1622float2(bit_cast<__nv
 #endif
 
 // Scalar conversions used by generated code: tc::cast<To>(x).
+template <class T> struct IsInt { static constexpr bool value = false; };
+#define TC_IS_INT(T) \
+  template <> struct IsInt<T> { static constexpr bool value = true; };
+TC_IS_INT(bool)
+TC_IS_INT(signed char)
+TC_IS_INT(unsigned char)
+TC_IS_INT(short)
+TC_IS_INT(unsigned short)
+TC_IS_INT(int)
+TC_IS_INT(unsigned)
+TC_IS_INT(long long)
+TC_IS_INT(unsigned long long)
+#undef TC_IS_INT
+template <class T> struct IsBool { static constexpr bool value = false; };
+template <> struct IsBool<bool> { static constexpr bool value = true; };
+// A 32/64-bit integer cast to an 8/16-bit one passes through an opaque 32-bit move. Otherwise
+// NVVM narrows the arithmetic feeding the cast to 16-bit PTX (`(signed char)(0u - l)` became
+// shl.b16, neg.s16, shr.s16), and ptxas of CUDA 13.0 keeps that neg.s16 result unextended in
+// its 32-bit register: -(-32768) reached the shr as +32768 (fuzz seed 3207775; the same ptxas
+// defect as the wrap_* and wrap_abs notes in math.cuh).
 template <class To, class From>
-struct Cast { TC_DEVICE static To run(From x) { return static_cast<To>(x); } };
+struct Cast {
+  TC_DEVICE static To run(From x) {
+    constexpr bool narrow = IsInt<To>::value && !IsBool<To>::value && sizeof(To) < 4;
+    if constexpr (narrow && IsInt<From>::value && sizeof(From) >= 4) {
+      unsigned w = static_cast<unsigned>(x);
+      asm("mov.b32 %0, %0;" : "+r"(w));
+      return static_cast<To>(w);
+    }
+    return static_cast<To>(x);
+  }
+};
 template <> struct Cast<__half, float> {
   TC_DEVICE static __half run(float x) { return __float2half_rn(x); }
 };

@@ -178,19 +178,6 @@ template <> struct Real<__nv_bfloat16> {
 };
 #endif
 
-template <class T> struct IsInt { static const bool value = false; };
-#define TC_IS_INT(T) template <> struct IsInt<T> { static const bool value = true; };
-TC_IS_INT(bool)
-TC_IS_INT(signed char)
-TC_IS_INT(unsigned char)
-TC_IS_INT(short)
-TC_IS_INT(unsigned short)
-TC_IS_INT(int)
-TC_IS_INT(unsigned)
-TC_IS_INT(long long)
-TC_IS_INT(unsigned long long)
-#undef TC_IS_INT
-
 // From a standard type: ints wrap, floats truncate and saturate.
 template <int B, bool S, bool FromInt> struct ToSubInt;
 template <int B, bool S> struct ToSubInt<B, S, true> {
