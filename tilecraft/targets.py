@@ -29,7 +29,8 @@ class Target(Frozen):
         "max_threads_per_block", "max_threads_per_sm", "max_blocks_per_sm", "warp_size",
         "l2_cache_bytes", "memory_bytes", "memory_bandwidth", "clock_hz", "peak_tensor_fp16",
         "peak_tensor_tf32", "peak_tensor_fp8", "peak_tensor_int8", "peak_fp32", "has_wgmma",
-        "has_tma", "has_clusters"
+        "has_tma", "has_clusters", "copy_bandwidth", "l2_bandwidth", "shared_bytes_per_clock",
+        "sfu_per_clock"
     )
     name: str
     arch: str  # what NVRTC gets: "sm_90a", "sm_80"
@@ -55,6 +56,11 @@ class Target(Frozen):
     has_wgmma: bool
     has_tma: bool
     has_clusters: bool
+    # the cost model's rates (tilecraft/tune/cost.py): measured where a source says so
+    copy_bandwidth: float  # a device-to-device copy, read + write bytes/s (what HBM delivers)
+    l2_bandwidth: float  # bytes/s from L2 to the SMs, all of them
+    shared_bytes_per_clock: int  # per SM
+    sfu_per_clock: int  # transcendental results (MUFU) per SM per clock
 
     def __init__(
         self,
@@ -82,6 +88,10 @@ class Target(Frozen):
         has_wgmma: bool,
         has_tma: bool,
         has_clusters: bool,
+        copy_bandwidth: float = 0.0,
+        l2_bandwidth: float = 0.0,
+        shared_bytes_per_clock: int = 128,
+        sfu_per_clock: int = 16,
     ) -> None:
         values = (
             name, arch, compute_capability, sm_count, max_shared_memory_per_block,
@@ -89,7 +99,8 @@ class Target(Frozen):
             max_threads_per_block, max_threads_per_sm, max_blocks_per_sm, warp_size,
             l2_cache_bytes, memory_bytes, memory_bandwidth, clock_hz, peak_tensor_fp16,
             peak_tensor_tf32, peak_tensor_fp8, peak_tensor_int8, peak_fp32, has_wgmma, has_tma,
-            has_clusters,
+            has_clusters, copy_bandwidth or 0.9 * memory_bandwidth,
+            l2_bandwidth or 2.5 * memory_bandwidth, shared_bytes_per_clock, sfu_per_clock,
         )
         for field, value in zip(self.__slots__, values, strict=True):
             _set(self, field, value)
@@ -129,6 +140,10 @@ H100_SXM = Target(
     has_wgmma=True,
     has_tma=True,
     has_clusters=True,
+    copy_bandwidth=3.02e12,  # ANCHORS.md: a 2 GiB device-to-device copy on the lent H100
+    # at least 7.8e12: tilecraft's 8192^3 GEMM (128x256 tiles, no multicast) at 670 TFLOP/s on
+    # the H100 moved 12.9 GB through L2 (benchmarks/NOTES.md, session 5)
+    l2_bandwidth=10.0e12,
 )
 
 H200 = H100_SXM.replace(
@@ -136,6 +151,8 @@ H200 = H100_SXM.replace(
     l2_cache_bytes=60 * MB,  # what torch reported on the lent H200 (device KINDS.md, 2026-10-28)
     memory_bytes=141 * 10**9,
     memory_bandwidth=4.8e12,
+    copy_bandwidth=4.21e12,  # a 1 GiB device-to-device copy on the lent H200, 2026-11-29
+    l2_bandwidth=10.0e12,
 )
 
 A100_SXM = Target(
