@@ -16,8 +16,9 @@ from typing import Any  # noqa: E402
 from tilecraft.diagnostics import PerformanceWarning, TilecraftError  # noqa: E402
 from tilecraft.jit import JITKernel, compile, jit  # noqa: E402
 
-__all__ = ["JITKernel", "PerformanceWarning", "TensorSupplyType", "TilecraftError", "compile",
-           "dequantize", "jit", "pack", "quantize_to", "unpack", "__version__"]
+__all__ = ["JITKernel", "PerformanceWarning", "TensorSupplyType", "TilecraftError", "autotune",
+           "compile", "dequantize", "jit", "pack", "quantize_to", "recommend", "unpack",
+           "__version__"]
 
 _LOWBIT = ("pack", "unpack", "quantize_to", "dequantize")  # tilecraft/lowbit.py
 
@@ -32,7 +33,11 @@ def __getattr__(name: str) -> Any:
         from tilecraft import lowbit
 
         return getattr(lowbit, name)
-    if name in ("quant", "nn"):  # quantized weights and modules (tilecraft/quant, tilecraft/nn)
+    if name in ("recommend", "autotune"):  # tile recommendation and tuning (tilecraft/tune)
+        from tilecraft import tune
+
+        return getattr(tune, name)
+    if name in ("quant", "nn", "tune"):  # tilecraft/quant, tilecraft/nn, tilecraft/tune
         import importlib
 
         return importlib.import_module(f"tilecraft.{name}")
