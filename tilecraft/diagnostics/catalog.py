@@ -123,6 +123,9 @@ _ENTRIES = [
     Diagnostic("TC320", "dynamic dimension `{dim}` of `{param}` is set by no other argument: "
                "{detail}", "{hint}"),
     Diagnostic("TC321", "tilecraft.{func}: {detail}", "{hint}"),
+    Diagnostic("TC330", "no configuration fits: {detail}", "{hint}"),
+    Diagnostic("TC331", "every autotune candidate of `{func}` failed ({count} tried); the "
+               "first error: {first}", "{hint}"),
     # interpreter (TC4xx)
     Diagnostic("TC401", "index out of bounds in `{buffer}`: {detail}", "buffer shape is {shape}"),
     Diagnostic("TC402", "device assertion failed: {detail}", ""),

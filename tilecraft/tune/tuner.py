@@ -1,0 +1,443 @@
+"""`@tilecraft.autotune`: time a factory's candidate configurations on the GPU, keep the fastest.
+
+    @tilecraft.autotune(topk=8)              # or configs=[{...}, ...], or space={"block_M": [...]}
+    @tilecraft.jit(out_idx=[-1])
+    def matmul(M, N, K, block_M=128, ...): ...
+    kernel = matmul(4096, 4096, 4096)        # the first call with these arguments tunes
+    matmul.last_result                       # a TuneResult: each candidate's ms, the winner
+
+One call (`tune`):
+  1. candidates: `configs` as given, else the configs of `recommend(factory, *args, space=space,
+     topk=topk, **fixed)`; keywords the caller passes are fixed, not tuned;
+  2. without timing (`TILECRAFT_AUTOTUNE=0`, no CUDA GPU, the interpreter): the first candidate;
+  3. the table (table.py): a winner an earlier process kept is built, not timed (a JSON read and
+     a jit-cache hit; the recommender does not run);
+  4. else each candidate is built and compiled in threads (NVRTC leaves the GIL), then timed one
+     after another by its profiler on one set of inputs; one that fails is warned about
+     (AutotuneWarning) and skipped, all failing is TC331; the fastest goes to the table.
+`tune_factory` is step 1-4 for any caller (`tilecraft.jit(..., autotune=True)`); the decorator
+adds a memory per decorated factory. A tqdm bar shows compiling and timing when tqdm is there.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import inspect
+import os
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.diagnostics.errors import entry_point
+from tilecraft.jit import JITKernel, _interpret_forced
+from tilecraft.jit_factory import JITFactory
+from tilecraft.jit_options import call_span
+from tilecraft.options import switches_from_env
+
+from . import table
+from .table import Timing
+
+__all__ = [
+    "AutotuneWarning",
+    "Autotuned",
+    "TuneOptions",
+    "TuneResult",
+    "autotune",
+    "tune",
+    "tune_factory",
+]
+
+
+class AutotuneWarning(UserWarning):
+    """A candidate configuration failed to build, compile or run; autotune skipped it."""
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What one autotuned call did: the kernel, the winning config and how it was chosen."""
+
+    kernel: JITKernel
+    config: dict[str, Any]  # the winner's tuned keywords (the first candidate when untimed)
+    ms: float | None  # the winner's milliseconds per call; None when nothing was timed
+    timings: tuple[Timing, ...]  # each candidate's ms or error (the table's, when from_table)
+    from_table: bool  # the winner came from the table: nothing was timed in this process
+    untimed: str | None  # why nothing was timed ("no CUDA GPU", ...), or None
+    key: str | None  # the table key; None when the call cannot be keyed (or untimed)
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """autotune's keywords, checked (`create`): the candidates (`configs`, else the recommender's
+    `topk` best over `space`), the profiler's `warmup`/`rep` milliseconds, a `progress` bar."""
+
+    configs: tuple[dict[str, Any], ...] | None = None
+    space: dict[str, Any] | None = None
+    topk: int = 10
+    warmup: float = 25
+    rep: float = 100
+    progress: bool = True
+
+    @classmethod
+    def create(
+        cls,
+        configs: Any = None,
+        space: Any = None,
+        topk: Any = 10,
+        warmup: Any = 25,
+        rep: Any = 100,
+        progress: bool = True,
+    ) -> TuneOptions:
+        """The options, or TC108 at the user's keyword when one is not what it must be."""
+        check_options(configs, space, topk, warmup, rep)
+        configs = None if configs is None else tuple(dict(c) for c in configs)
+        return cls(configs, None if space is None else dict(space), topk, warmup, rep, progress)
+
+
+@entry_point
+def autotune(
+    configs: Any = None,
+    space: dict[str, list] | None = None,
+    topk: int = 10,
+    warmup: float = 25,
+    rep: float = 100,
+    progress: bool = True,
+) -> Any:
+    """Decorate a `@tilecraft.jit` factory so that its first call per argument set times the
+    candidate configurations on the GPU and returns the fastest's JITKernel.
+
+    `configs`: the candidates, a list of dicts of the factory's keywords (all timed, in order);
+    else the recommender's `topk` best over `space` (name -> values; None: the defaults).
+    `warmup`/`rep`: the profiler's milliseconds of warm-up and timing per candidate. `progress`:
+    a tqdm bar, when tqdm is installed. After a call, `.last_result` is its TuneResult.
+    """
+    if isinstance(configs, JITFactory):  # bare @tilecraft.autotune
+        return Autotuned(configs, TuneOptions())
+    options = TuneOptions.create(configs, space, topk, warmup, rep, progress)
+
+    @entry_point
+    def decorate(jit_factory: Any) -> Autotuned:
+        return Autotuned(jit_factory, options)
+
+    return decorate
+
+
+class Autotuned:
+    """A `@tilecraft.jit` factory under `@tilecraft.autotune`: called like it, returns the tuned
+    JITKernel (kept in memory per argument set); `last_result` is the last call's TuneResult."""
+
+    def __init__(self, jit_factory: Any, options: TuneOptions) -> None:
+        if not isinstance(jit_factory, JITFactory):
+            raise TilecraftError(
+                "TC108",
+                span=call_span(),
+                detail=f"@tilecraft.autotune on a {type(jit_factory).__name__}",
+                hint="put it above @tilecraft.jit(...) on a kernel factory: "
+                "@tilecraft.autotune(...) then @tilecraft.jit(out_idx=[-1])",
+            )
+        check_keywords(jit_factory, options)
+        self.jit_factory = jit_factory
+        self.options = options
+        self.last_result: TuneResult | None = None
+        self._memory: dict[Any, TuneResult] = {}
+        functools.update_wrapper(self, jit_factory, updated=())
+
+    @entry_point
+    def __call__(self, *args: Any, **kwargs: Any) -> JITKernel:
+        why = _why_untimed(self.jit_factory)
+        try:
+            key = (args, tuple(sorted(kwargs.items())), switches_from_env(), why)
+            hash(key)
+        except TypeError:
+            key = None
+        result = self._memory.get(key) if key is not None else None
+        if result is None:
+            result = tune(self.jit_factory, args, kwargs, self.options)
+            if key is not None:
+                self._memory[key] = result
+        self.last_result = result
+        return result.kernel
+
+
+def tune_factory(jit_factory: Any, args: tuple, kwargs: dict, **options: Any) -> JITKernel:
+    """The tuned JITKernel of `jit_factory(*args, **kwargs)`; `options` are autotune's keywords
+    (configs, space, topk, warmup, rep, progress), checked here."""
+    checked = TuneOptions.create(**options)
+    check_keywords(jit_factory, checked)
+    return tune(jit_factory, args, kwargs, checked).kernel
+
+
+def tune(jit_factory: Any, args: tuple, kwargs: dict, options: TuneOptions) -> TuneResult:
+    """Steps 1-4 of the module docstring for one call."""
+    fixed = dict(kwargs)
+    check_fixed(options.configs, fixed)
+    untimed = _why_untimed(jit_factory)
+    if untimed is not None:
+        config = _candidates(jit_factory, args, fixed, options)[0]
+        kernel = jit_factory(*args, **fixed, **config)
+        return TuneResult(kernel, config, None, (), False, untimed, None)
+    gpu = _gpu_name()
+    configs = None if options.configs is None else list(options.configs)
+    key = table.table_key(
+        jit_factory, args, fixed, gpu, configs=configs, space=options.space, topk=options.topk
+    )
+    record = table.load(key) if key is not None else None
+    if record is not None:
+        kernel = jit_factory(*args, **fixed, **record.config)
+        return TuneResult(kernel, record.config, record.ms, record.timings, True, None, key)
+    candidates = _candidates(jit_factory, args, fixed, options)
+    timings, kernels = _measure(jit_factory, args, fixed, candidates, options)
+    done = [(t.ms, i) for i, t in enumerate(timings) if t.ms is not None]
+    name = jit_factory.factory.__name__
+    if not done:
+        raise TilecraftError(
+            "TC331",
+            span=call_span(),
+            func=name,
+            count=len(timings),
+            first=timings[0].error,
+            hint="the AutotuneWarnings above name each configuration and its error; give "
+            "configurations that build and run",
+        )
+    ms, best = min(done)
+    config = timings[best].config
+    if key is not None:
+        record = table.TuneRecord.now(config, ms, tuple(timings), gpu)
+        table.save(key, record, factory=f"{jit_factory.factory.__module__}.{name}")
+    return TuneResult(kernels[best], config, ms, tuple(timings), False, None, key)
+
+
+# ---- the candidates --------------------------------------------------------------------------
+def _candidates(
+    jit_factory: Any, args: tuple, fixed: dict, options: TuneOptions
+) -> list[dict[str, Any]]:
+    if options.configs is not None:
+        return [dict(c) for c in options.configs]
+    recommend = importlib.import_module("tilecraft.tune").recommend  # ranking.py's, looked up
+    ranked = recommend(jit_factory, *args, space=options.space, topk=options.topk, **fixed)
+    found = [dict(c.config) for c in ranked][: options.topk]
+    if not found:
+        raise TilecraftError(
+            "TC330",
+            span=call_span(),
+            detail=f"`{jit_factory.factory.__name__}` has no candidate configuration",
+            hint="give autotune configs=[...]",
+        )
+    return found
+
+
+def _why_untimed(jit_factory: Any) -> str | None:
+    """Why this call is not timed (the first candidate is taken), or None."""
+    if os.environ.get("TILECRAFT_AUTOTUNE", "1").lower() in ("0", "false", "off", "no"):
+        return "TILECRAFT_AUTOTUNE=0"
+    if jit_factory.options.get("target") == "interp" or _interpret_forced():
+        return "the interpreter"
+    try:
+        import torch
+    except ImportError:
+        return "no torch"
+    return None if torch.cuda.is_available() else "no CUDA GPU"
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name()
+
+
+# ---- building and timing ---------------------------------------------------------------------
+def _measure(
+    jit_factory: Any, args: tuple, fixed: dict, candidates: list[dict], options: TuneOptions
+) -> tuple[list[Timing], list[Any]]:
+    """Each candidate's Timing and JITKernel (None where it failed); failures are warned."""
+    name = jit_factory.factory.__name__
+    bar = _bar(2 * len(candidates), f"autotune {name}", options.progress)
+    try:
+        built = _build_all(jit_factory, args, fixed, candidates, bar)
+        ok = [i for i, k in enumerate(built) if isinstance(k, JITKernel)]
+        bar.update(len(candidates) - len(ok))
+        bar.set_description(f"autotune {name}: timing")
+        pairs = [(candidates[i], built[i]) for i in ok]
+        times = _time_candidates(pairs, options.warmup, options.rep, bar)
+    finally:
+        bar.close()
+    outcome: list[Any] = list(built)
+    for i, t in zip(ok, times):
+        outcome[i] = t
+    timings: list[Timing] = []
+    kernels: list[Any] = []  # a JITKernel, or None where it failed
+    for config, got, kernel in zip(candidates, outcome, built):
+        if isinstance(got, BaseException):
+            timings.append(Timing(config, error=_first_line(got)))
+            kernels.append(None)
+            _warn_failed(jit_factory, config, _first_line(got))
+        else:
+            timings.append(Timing(config, ms=float(got)))
+            kernels.append(kernel)
+    return timings, kernels
+
+
+def _build_all(
+    jit_factory: Any, args: tuple, fixed: dict, candidates: list[dict], bar: Any
+) -> list[Any]:
+    """Each candidate's compiled JITKernel, or the exception its build raised (in threads)."""
+
+    def build(config: dict) -> Any:
+        try:
+            kernel = jit_factory(*args, **fixed, **config)
+            _compile(kernel)
+            return kernel
+        except Exception as err:  # noqa: BLE001 - reported and skipped, never fatal
+            return err
+
+    workers = max(1, min(len(candidates), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tilecraft-autotune") as pool:
+        futures = [pool.submit(build, c) for c in candidates]
+        for _ in as_completed(futures):
+            bar.update()
+    return [f.result() for f in futures]
+
+
+def _compile(kernel: JITKernel) -> None:
+    kernel._cuda_kernel()
+
+
+def _time_candidates(
+    built: list[tuple[dict, JITKernel]], warmup: float, rep: float, bar: Any
+) -> list[float | BaseException]:
+    """Milliseconds per call of each kernel (or what it raised), one after another, all on the
+    inputs the first kernel's profiler makes."""
+    inputs = None
+    out: list[float | BaseException] = []
+    for _config, kernel in built:
+        try:
+            prof = kernel.get_profiler()
+            if inputs is None:
+                inputs = prof.make_inputs()
+            out.append(float(prof.do_bench(warmup=warmup, rep=rep, input_tensors=inputs)))
+        except Exception as err:  # noqa: BLE001 - reported and skipped, never fatal
+            out.append(err)
+        bar.update()
+    return out
+
+
+def _first_line(err: BaseException) -> str:
+    """The error's first line (a TilecraftError's names its code; others get their type)."""
+    lines = str(err).strip().splitlines()
+    line = lines[0] if lines else ""
+    if isinstance(err, TilecraftError):
+        return line
+    return f"{type(err).__name__}: {line}" if line else type(err).__name__
+
+
+def _warn_failed(jit_factory: Any, config: dict, error: str) -> None:
+    from tilecraft.runtime.errors import warn_at_caller
+
+    call = ", ".join(f"{k}={v!r}" for k, v in config.items())
+    warn_at_caller(
+        f"tilecraft.autotune: {jit_factory.factory.__name__}({call}) failed and is "
+        f"skipped: {error}",
+        AutotuneWarning,
+    )
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_description(self, desc: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _bar(total: int, desc: str, progress: bool) -> Any:
+    """A tqdm bar when `progress` and tqdm is installed, else one that shows nothing."""
+    if progress:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return _NoBar()
+        return tqdm(total=total, desc=f"{desc}: compiling", leave=False)
+    return _NoBar()
+
+
+# ---- the user's mistakes ---------------------------------------------------------------------
+def check_options(configs: Any, space: Any, topk: Any, warmup: Any, rep: Any) -> None:
+    """TC108 at the keyword when autotune's options are not what they must be."""
+    if configs is not None and (
+        not isinstance(configs, (list, tuple))
+        or not configs
+        or not all(isinstance(c, dict) and all(isinstance(k, str) for k in c) for c in configs)
+    ):
+        _refuse(
+            "configs",
+            configs,
+            "configs is a non-empty list of dicts of the factory's "
+            "keywords: configs=[{'block_M': 64}, {'block_M': 128}]",
+        )
+    if configs is not None and space is not None:
+        _refuse(
+            "space",
+            space,
+            "give the candidates (configs=) or the space the recommender ranks (space=), not both",
+        )
+    if space is not None and (
+        not isinstance(space, dict)
+        or not all(isinstance(v, (list, tuple)) and v for v in space.values())
+    ):
+        _refuse(
+            "space",
+            space,
+            "space maps a keyword to its candidate values: "
+            "space={'block_M': [64, 128], 'num_stages': [2, 3]}",
+        )
+    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
+        _refuse("topk", topk, "topk is how many recommended configurations to time, an int >= 1")
+    for name, value in (("warmup", warmup), ("rep", rep)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            _refuse(name, value, f"{name} is a number of milliseconds > 0")
+
+
+def _refuse(keyword: str, value: Any, hint: str) -> None:
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    raise TilecraftError(
+        "TC108", span=call_span(keyword), detail=f"tilecraft.autotune({keyword}={text})", hint=hint
+    )
+
+
+def check_keywords(jit_factory: Any, options: TuneOptions) -> None:
+    """TC111 for a keyword in the options' `configs` or `space` that the factory does not take."""
+    configs, space = options.configs, options.space
+    params = inspect.signature(jit_factory.factory).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    valid = [n for n, p in params.items() if p.kind is not p.VAR_POSITIONAL]
+    where = "configs" if configs is not None else "space"
+    for name in [k for c in configs or () for k in c] + list(space or ()):
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+            raise TilecraftError(
+                "TC111",
+                span=call_span(where),
+                func=jit_factory.factory.__name__,
+                keyword=name,
+                suggest=f"did you mean `{close[0]}`? " if close else "",
+                params=", ".join(f"`{v}`" for v in valid),
+            )
+
+
+def check_fixed(configs: tuple[dict, ...] | None, fixed: dict) -> None:
+    """TC108 at the keyword when the caller fixes a keyword that a config tunes."""
+    for name in fixed:
+        if any(name in c for c in configs or ()):
+            raise TilecraftError(
+                "TC108",
+                span=call_span(name),
+                detail=f"`{name}=` is passed to the call and also tuned by autotune's configs",
+                hint=f"drop `{name}=` from the call, or from the configs",
+            )
