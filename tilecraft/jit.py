@@ -343,7 +343,8 @@ def _lowered_grid(cuda: Any) -> tuple | None:
     return cuda.program.grid
 
 
-_JIT_KEYWORDS = ("out_idx", "target", "arch", "cache", "debug_nans", "debug_root_path")
+_JIT_KEYWORDS = ("out_idx", "target", "arch", "cache", "debug_nans", "debug_root_path",
+                 "autotune")
 
 
 @entry_point
@@ -356,6 +357,7 @@ def jit(
     cache: bool = True,
     debug_nans: bool = False,
     debug_root_path: str | None = None,
+    autotune: bool | dict = False,
     **tilelang_options,
 ):
     """Decorate a kernel factory, a kernel function or a `T.prim_func` to get callable kernels.
@@ -372,7 +374,10 @@ def jit(
     "sm_80") now, GPU or not. `cache=False` keeps the kernels out of the disk jit cache (as
     does `TILECRAFT_JIT_CACHE=0`). `debug_nans=True`: the interpreter stops at the first
     NaN/inf made from finite values. `debug_root_path`: a directory to write each kernel's IR
-    script and CUDA source into. TileLang's other keywords (`execution_backend`, `target_host`,
+    script and CUDA source into. `autotune=True` (or a dict of `tilecraft.autotune`'s keywords,
+    `{"topk": 5}`) on a factory: its first call per argument set times the recommended
+    configurations on the GPU and returns the fastest (tilecraft/tune/tuner.py). TileLang's
+    other keywords (`execution_backend`, `target_host`,
     `verbose`, `pass_configs`, `compile_flags`) are accepted only with their no-op values (TC113);
     any other keyword is TC111.
     """
@@ -381,9 +386,43 @@ def jit(
     check_out_idx("tilecraft.jit", out_idx)
     options = {"out_idx": out_idx, "target": target, "arch": arch, "debug_nans": debug_nans,
                "debug_root_path": debug_root_path}
+    tune = _tune_options(autotune)
     if func is None:
-        return lambda f: _decorate(f, cache, options)
-    return _decorate(func, cache, options)
+        return lambda f: _autotuned(_decorate(f, cache, options), tune)
+    return _autotuned(_decorate(func, cache, options), tune)
+
+
+def _tune_options(autotune: Any) -> dict | None:
+    """autotune= as tilecraft.autotune's keywords (None: no tuning); checked now."""
+    if autotune is False or autotune is None:
+        return None
+    if autotune is True:
+        return {}
+    if isinstance(autotune, dict):
+        from tilecraft.tune.tuner import TuneOptions
+
+        known = ("configs", "space", "topk", "warmup", "rep", "progress")
+        refuse_unknown("tilecraft.jit(autotune={...})",
+                       {k: v for k, v in autotune.items() if k not in known}, known)
+        TuneOptions.create(**autotune)  # bad values: TC108 here
+        return autotune
+    raise TilecraftError("TC108", span=call_span(), detail="autotune= takes True, False or a "
+                         f"dict of tilecraft.autotune's keywords, not {type(autotune).__name__}",
+                         hint='autotune=True or autotune={"topk": 5}')
+
+
+def _autotuned(kernel: Any, tune: dict | None) -> Any:
+    if tune is None:
+        return kernel
+    from tilecraft.jit_factory import JITFactory
+    from tilecraft.tune.tuner import autotune
+
+    if not isinstance(kernel, JITFactory):
+        raise TilecraftError("TC108", span=call_span(), detail="tilecraft.jit(autotune=...) "
+                             f"on a {type(kernel).__name__}: only a kernel factory has "
+                             "configurations to tune", hint="decorate a factory whose keyword "
+                             "parameters are its tile sizes (def matmul(M, N, K, block_M=128))")
+    return autotune(**tune)(kernel)
 
 
 def _decorate(func, cache: bool, options: dict):
@@ -417,7 +456,7 @@ def compile(
 ) -> JITKernel:
     """Prepare a `T.prim_func` for calling (the options are those of `tilecraft.jit` but
     `cache`)."""
-    refuse_unknown("tilecraft.compile", tilelang_options, _JIT_KEYWORDS[:3] + _JIT_KEYWORDS[4:])
+    refuse_unknown("tilecraft.compile", tilelang_options, _JIT_KEYWORDS[:3] + _JIT_KEYWORDS[4:6])
     check_target("tilecraft.compile", target)
     check_out_idx("tilecraft.compile", out_idx)
     from tilecraft.ir import PrimFunc
