@@ -12,8 +12,11 @@ a cold cache (wall time of the tuning call), and a new process that finds the wi
 table (time of the call, over the same call with the jit cache warm and no autotune).
 
 Usage: PYTHONPATH=$PWD python3 benchmarks/tune_ranking.py [--quick] [--only gemm,attention,mla]
+       [--json rows.json]   (every configuration's prediction and measured time)
+The configurations recommend() drops are built and timed too where they run ("best dropped").
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -49,18 +52,21 @@ def spearman(a, b) -> float:
     return float(np.corrcoef(ra, rb)[0, 1]) if len(a) > 2 else float("nan")
 
 
-def rank_one(label, factory, args, fixed, warmup, rep):
+def rank_one(label, factory, args, fixed, warmup, rep, rows_out):
     import tilecraft
 
     t0 = time.perf_counter()
     ranked = tilecraft.recommend(factory, *args, topk=10_000, **fixed)
     t_rec = time.perf_counter() - t0
+    # the dropped ones too, where they build: is the best configuration among them?
+    dropped = [c for c, why in ranked.rejected if "same kernel" not in why]
+    configs = [c.config for c in ranked] + dropped
 
-    def build(c):
+    def build(config):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                k = factory(*args, **fixed, **c.config)
+                k = factory(*args, **fixed, **config)
                 k._cuda_kernel()
             return k
         except Exception as err:  # noqa: BLE001
@@ -68,41 +74,51 @@ def rank_one(label, factory, args, fixed, warmup, rep):
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
-        kernels = list(pool.map(build, ranked))
+        kernels = list(pool.map(build, configs))
     t_build = time.perf_counter() - t0
     inputs, rows = None, []
-    for c, k in zip(ranked, kernels):
+    for i, (config, k) in enumerate(zip(configs, kernels)):
+        pred = ranked[i].predicted_time if i < len(ranked) else None
+        row = {"workload": label, "config": config, "predicted_s": pred, "ms": None,
+               "spill": 0, "error": ""}
         if isinstance(k, Exception):
-            rows.append((c, None, f"{type(k).__name__}: {str(k).splitlines()[0][:80]}"))
-            continue
-        try:
-            prof = k.get_profiler()
-            inputs = inputs or prof.make_inputs()
-            ms = float(prof.do_bench(warmup=warmup, rep=rep, input_tensors=inputs))
-            spill = k.resources.spill_stores
-            rows.append((c, ms, f"spill {spill}" if spill else ""))
-        except Exception as err:  # noqa: BLE001
-            rows.append((c, None, f"{type(err).__name__}: {str(err).splitlines()[0][:80]}"))
-    timed = [(c, ms) for c, ms, _ in rows if ms is not None]
+            row["error"] = f"{type(k).__name__}: {str(k).splitlines()[0][:100]}"
+        else:
+            try:
+                prof = k.get_profiler()
+                inputs = inputs or prof.make_inputs()
+                row["ms"] = float(prof.do_bench(warmup=warmup, rep=rep, input_tensors=inputs))
+                row["spill"] = k.resources.spill_stores
+            except Exception as err:  # noqa: BLE001
+                row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"
+        rows.append(row)
+    rows_out += rows
+    timed = [(ranked[i], r["ms"]) for i, r in enumerate(rows[:len(ranked)]) if r["ms"]]
     best = min(ms for _, ms in timed)
     top1 = timed[0][1] / best
     n5 = max(1, round(0.05 * len(timed)))
     top5 = min(ms for _, ms in timed[:n5]) / best
     rho = spearman([c.predicted_time for c, _ in timed], [ms for _, ms in timed])
+    dropped_ms = [r["ms"] for r in rows[len(ranked):] if r["ms"]]
     print(f"\n{label}: {len(ranked)} ranked of {ranked.considered} ({len(ranked.rejected)} "
-          f"dropped), {len(timed)} timed; recommend {t_rec:.1f} s, build {t_build:.1f} s")
+          f"dropped, {len(dropped_ms)} of those ran), {len(timed)} timed; recommend "
+          f"{t_rec:.1f} s, build {t_build:.1f} s")
     print("  pred#  config                                                  pred us   meas us")
     order = sorted(range(len(timed)), key=lambda i: timed[i][1])
     for i in list(range(min(5, len(timed)))) + order[:3]:
         c, ms = timed[i]
         print(f"  {i + 1:5d}  {c.config!s:55s} {c.predicted_time * 1e6:8.1f} "
               f"{ms * 1e3:9.1f}")
-    for c, _, why in rows:
-        if why and not why.startswith("spill"):
-            print(f"  failed {c.config}: {why}")
-    spills = sum(1 for _, _, why in rows if why.startswith("spill"))
+    if dropped_ms:
+        r = min((r for r in rows[len(ranked):] if r["ms"]), key=lambda r: r["ms"])
+        print(f"  best dropped: {r['config']} {r['ms'] * 1e3:.1f} us (spill {r['spill']}), "
+              f"{r['ms'] / best:.3f}x the best ranked")
+    for r in rows[:len(ranked)]:
+        if r["error"]:
+            print(f"  failed {r['config']}: {r['error']}")
+    spills = sum(1 for r in rows[:len(ranked)] if r["spill"])
     print(f"  RESULT {label}: top-1 {top1:.3f}x best, top-5% ({n5}) {top5:.3f}x best, "
-          f"spearman {rho:.2f}, {spills} spilled")
+          f"spearman {rho:.2f}, {spills} ranked ones spilled", flush=True)
     return label, top1, top5, rho, len(timed)
 
 
@@ -149,11 +165,13 @@ def main() -> None:
             out = subprocess.run([sys.executable, __file__, "--child", mode], env=env,
                                  capture_output=True, text=True, check=False)
             print(out.stdout.rstrip() or out.stderr[-2000:], flush=True)
-    results = []
+    results, rows = [], []
     for label, kind, factory, args, fixed in workloads(quick):
         if only and kind not in only:
             continue
-        results.append(rank_one(label, factory, args, fixed, warmup, rep))
+        results.append(rank_one(label, factory, args, fixed, warmup, rep, rows))
+        if "--json" in sys.argv:  # every configuration's prediction and time, for calibration
+            Path(sys.argv[sys.argv.index("--json") + 1]).write_text(json.dumps(rows, indent=0))
     print("\nworkload | timed | top-1 / best | best of top-5% / best | spearman")
     for label, top1, top5, rho, n in results:
         print(f"{label} | {n} | {top1:.3f} | {top5:.3f} | {rho:.2f}")
