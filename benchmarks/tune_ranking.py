@@ -96,7 +96,7 @@ def rank_one(label, factory, args, fixed, warmup, rep, rows_out):
     timed = [(ranked[i], r["ms"]) for i, r in enumerate(rows[:len(ranked)]) if r["ms"]]
     best = min(ms for _, ms in timed)
     top1 = timed[0][1] / best
-    n5 = max(1, round(0.05 * len(timed)))
+    n5 = max(1, -(-len(timed) // 20))  # 5%, rounded up
     top5 = min(ms for _, ms in timed[:n5]) / best
     rho = spearman([c.predicted_time for c, _ in timed], [ms for _, ms in timed])
     dropped_ms = [r["ms"] for r in rows[len(ranked):] if r["ms"]]
