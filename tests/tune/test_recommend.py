@@ -156,3 +156,23 @@ def test_recommend_and_autotune_are_reachable_from_tilecraft():
     assert tilecraft.recommend is recommend
     assert tilecraft.autotune is autotune
     assert "recommend" in tilecraft.__all__ and "autotune" in tilecraft.__all__
+
+
+def test_a_dynamic_size_is_counted_once_and_the_table_says_so():
+    import tilecraft.language as T
+
+    m = T.dynamic("m")
+
+    @tilecraft.jit(out_idx=[-1])
+    def add_one(n, threads=128):
+        @T.prim_func
+        def kernel(A: T.Tensor((m, n), "float16"), B: T.Tensor((m, n), "float16")):
+            with T.Kernel(m, threads=threads) as bx:
+                for j in T.Parallel(n):
+                    B[bx, j] = A[bx, j] + 1
+
+        return kernel
+
+    ranked = tilecraft.recommend(add_one, 1024, target=H100_SXM)
+    assert all(c.estimate.dynamic for c in ranked)
+    assert "dynamic sizes count as 1" in str(ranked).splitlines()[0]

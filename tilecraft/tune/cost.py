@@ -66,6 +66,7 @@ class Estimate:
     tensor_flops: float
     alu_ops: float
     sfu_ops: float
+    dynamic: bool = False  # some extent was unknown (a T.dynamic size) and counted as 1
 
     @property
     def tflops(self) -> float:
@@ -196,7 +197,7 @@ def model(counts: BlockCounts, smem: int, target: Target, kind: str = "wgmma",
         shared_memory=smem, hbm_bytes=hbm_total, l2_bytes=n * (counts.global_read +
                                                                counts.global_write),
         shared_bytes=n * counts.shared_bytes, tensor_flops=n * counts.tensor_flops,
-        alu_ops=n * counts.alu_ops, sfu_ops=n * counts.sfu_ops)
+        alu_ops=n * counts.alu_ops, sfu_ops=n * counts.sfu_ops, dynamic=counts.dynamic)
 
 
 def _tensor_peak(target: Target, dtype: str) -> float:

@@ -72,6 +72,7 @@ class BlockCounts:
     iterations: float = 0.0  # trip count of the innermost loops that move global tiles
     stages: int = 1  # the deepest software pipeline (T.Pipelined num_stages)
     registers: int = 0  # estimated per thread (may exceed 255: the block would spill)
+    dynamic: bool = False  # a grid extent or loop bound the model could not evaluate (taken as 1)
     sites: list[Site] = field(default_factory=list)
 
 
@@ -193,6 +194,7 @@ def count_block(program: Any, wgmma: bool = False) -> BlockCounts:
     counter.stmt(program.body, 1.0, {}, frozenset(program.thread_vars))
     c = counter.counts
     c.blocks, c.threads = grid.count, program.num_threads
+    c.dynamic = c.dynamic or not grid.ok
     words = sorted(counter.register_words, reverse=True) + [0, 0]
     # the largest register tensor is live throughout (an accumulator); the others mostly in
     # turn (a cast's output replaces its input chunk by chunk): calibrated against ptxas on
@@ -256,6 +258,7 @@ class _Counter:
             return float(max(n, 0))
         values = self.grid.evaluate(extent, zero)
         if values is None:
+            self.counts.dynamic = True
             return 1.0  # a dynamic extent: one iteration (the model knows no sizes)
         return float(np.maximum(values, 0).mean())
 

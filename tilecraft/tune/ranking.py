@@ -84,6 +84,8 @@ class Recommendation(list):
         widths = [max(len(r[k]) for r in [head, *rows]) for k in range(len(head))]
         title = (f"{self.name}: {len(self)} best of {self.considered} configurations "
                  f"({len(self.rejected)} do not fit)")
+        if any(c.estimate.dynamic for c in self):
+            title += "; dynamic sizes count as 1: compare the rows, not their times"
         lines = [title,
                  "  ".join(h.rjust(w) for h, w in zip(head, widths))]
         lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
