@@ -176,3 +176,12 @@ def test_a_dynamic_size_is_counted_once_and_the_table_says_so():
     ranked = tilecraft.recommend(add_one, 1024, target=H100_SXM)
     assert all(c.estimate.dynamic for c in ranked)
     assert "dynamic sizes count as 1" in str(ranked).splitlines()[0]
+
+
+def test_a_function_that_returns_no_kernel_is_tc321():
+    def not_a_factory(n, block_M=64):
+        return n * block_M
+
+    with pytest.raises(TilecraftError) as info:
+        recommend(not_a_factory, 4, target=H100_SXM)
+    assert info.value.code == "TC321" and "returned a int" in str(info.value)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import PrimFunc
 from tilecraft.targets import Target
 
 from .cost import Estimate, estimate
@@ -118,6 +119,12 @@ def recommend(factory: Any, *args: Any, space: Mapping[str, Sequence[Any]] | Non
         except (TilecraftError, AssertionError, ValueError) as err:  # the factory refuses it
             rejected.append((config, f"{type(err).__name__}: {err}".splitlines()[0]))
             continue
+        func = getattr(func, "func", func)  # a factory that returns its JITKernel
+        if not isinstance(func, PrimFunc):
+            raise TilecraftError("TC321", span, func="recommend", detail=f"`{fn.__name__}` "
+                                 f"returned a {type(func).__name__}, not a T.prim_func",
+                                 hint="pass a kernel factory: a function whose keyword "
+                                 "parameters are its tile sizes and that returns a T.prim_func")
         try:
             key = _structure(func)
             if key in seen:  # another configuration built the same kernel (a clamped tile)
