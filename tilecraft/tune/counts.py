@@ -3,7 +3,7 @@
 Requires a block program (the pass pipeline's result, `lowered_program(state)`); guarantees a
 `BlockCounts` that cost.py turns into a time. Nothing is compiled and nothing runs.
 
-    counts = count_block(program, wgmma=True)
+    counts = count_block(program)
     counts.global_read, counts.tensor_flops, counts.sites   # per block, averaged over blocks
 
 Every statement is weighted by the trip counts of the loops around it. A loop whose extent
@@ -34,8 +34,10 @@ import numpy as np
 
 from tilecraft.block import compute, dot_shared, mbarrier, parallel, transfer
 from tilecraft.block.instructions import AllocateRegister, Instruction
+from tilecraft.block.tensors import SharedTensor
 from tilecraft.ir import For, LetStmt, SeqStmt, Stmt
-from tilecraft.ir.expr import BinOp, BufferLoad, Call, Cast, Compare, Const, Expr, Select, Var
+from tilecraft.ir.expr import (BinOp, BufferLoad, Call, Cast, Compare, Const, Expr, Select, Var,
+                               const_int)
 from tilecraft.ir.rewrite import substitute
 from tilecraft.ir.stmt import BufferStore
 from tilecraft.ir.visitor import stmt_children, stmt_exprs, walk, walk_expr
@@ -166,8 +168,6 @@ def _eval_cond(e: Expr, env: dict, zero: frozenset):
 
 
 def _int(e: Any) -> int | None:
-    from tilecraft.ir.expr import const_int
-
     return const_int(e)
 
 
@@ -183,7 +183,7 @@ def _nbytes(tensor: Any) -> float:
     return _elements(tensor) * tensor.dtype.bits / 8
 
 
-def count_block(program: Any, wgmma: bool = False) -> BlockCounts:
+def count_block(program: Any) -> BlockCounts:
     """The per-block counts of `program` (a BlockProgram)."""
     from tilecraft.ir import UseSwizzle
 
@@ -294,9 +294,8 @@ class _Counter:
             c.tensor_flops += 2.0 * m * n * k * w
             c.tensor_dtype = c.tensor_dtype or s.a.dtype.name
             if isinstance(s, dot_shared.DotShared):
-                shared = _nbytes(s.b) + (_nbytes(s.a) if hasattr(s.a, "layout") and
-                                         not hasattr(s.a.layout, "local_size") else 0)
-                c.shared_bytes += shared * w
+                a_bytes = _nbytes(s.a) if isinstance(s.a, SharedTensor) else 0
+                c.shared_bytes += (_nbytes(s.b) + a_bytes) * w
         elif isinstance(s, parallel.ParallelCompute):
             self._parallel(s, w, lets, zero)
         elif isinstance(s, (compute.Cast, compute.UnaryOp, compute.BinaryOp, compute.Fill,
