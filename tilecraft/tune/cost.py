@@ -173,12 +173,13 @@ def model(counts: BlockCounts, smem: int, target: Target, kind: str = "wgmma",
                      / target.copy_bandwidth) / counts.iterations
         hidden = (counts.stages - 1) * t_iter * occ
         iteration += counts.iterations * max(0.0, FILL_SECONDS - hidden)
+    site_bytes = _sites_per_wave(counts, concurrent, waves)
     total, terms = LAUNCH_SECONDS, {u: 0.0 for u in (*per_sm, "HBM", "L2", "latency")}
     hbm_total = 0.0
     for w in range(waves):
         lo, hi = w * concurrent, min(counts.blocks, (w + 1) * concurrent)
         load = -(-(hi - lo) // sms)  # blocks on the busiest SM
-        hbm = _wave_hbm(counts, lo, hi)
+        hbm = (hi - lo) * counts.global_write + float(site_bytes[w])
         hbm_total += hbm
         parts = {block_unit: load * block_time,
                  "HBM": hbm / target.copy_bandwidth,
@@ -210,15 +211,23 @@ def _tensor_peak(target: Target, dtype: str) -> float:
     return target.peak_tensor_fp16
 
 
-def _wave_hbm(counts: BlockCounts, lo: int, hi: int) -> float:
-    """HBM bytes of the blocks lo..hi-1 (launch order): each site's distinct tiles, plus the
-    writes."""
-    total = (hi - lo) * counts.global_write
+def _sites_per_wave(counts: BlockCounts, concurrent: int, waves: int) -> np.ndarray:
+    """Per wave (blocks w*concurrent .. in launch order), the bytes its sites read from HBM:
+    each site's distinct tiles times its bytes per tile."""
+    out = np.zeros(waves)
+    wave_of = np.arange(counts.blocks) // concurrent
+    per_wave = np.bincount(wave_of, minlength=waves)
     for site in counts.sites:
-        if site.key is None or not site.key:
-            total += (hi - lo) * site.bytes
+        if not site.key:  # unknown: every block reads its own
+            out += per_wave * site.bytes
             continue
-        keys = np.stack([k[lo:hi] for k in site.key], axis=1)
-        distinct = len(np.unique(keys, axis=0))
-        total += distinct * site.bytes
-    return total
+        # one code per distinct offset (coordinates joined one at a time, kept compact), then
+        # one per (wave, code) pair
+        code = np.zeros(counts.blocks, dtype=np.int64)
+        for coordinate in site.key:
+            _, values = np.unique(coordinate, return_inverse=True)
+            _, code = np.unique(code * (int(values.max()) + 1) + values, return_inverse=True)
+        radix = int(code.max()) + 1
+        pairs = np.unique(wave_of * radix + code)
+        out += np.bincount(pairs // radix, minlength=waves) * site.bytes
+    return out
