@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import sys
 
 from tilecraft.diagnostics import TilecraftError, at_span
 from tilecraft.ir import (
@@ -96,6 +97,9 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
                     pass
         self.closure = closure
         self.globals = fn.__globals__
+        #: the defining function's locals: names a kernel reads only in string annotations
+        #: (`from __future__ import annotations`) are in no closure cell
+        self.enclosing = _enclosing_locals(fn)
 
     # ---- names -------------------------------------------------------------------------
     def lookup(self, name: str):
@@ -104,6 +108,8 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
             return self.read_local(name, value)
         if name in self.closure:
             return self.closure[name]
+        if name in self.enclosing:
+            return self.enclosing[name]
         if name in self.globals:
             return self.globals[name]
         if hasattr(builtins, name):
@@ -352,6 +358,17 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
         args = [as_expr(a) if isinstance(a, BufferLoad) else a for a in args]
         check_call(fn, args, kwargs)  # TC111/TC112 at this line, not Python's TypeError
         return fn(*args, **kwargs)
+
+
+def _enclosing_locals(fn) -> dict:
+    """The locals of the function that defines `fn`, while it runs (a factory applying
+    T.prim_func to its nested kernel); {} when that frame is not on the stack."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if fn.__code__ in frame.f_code.co_consts:
+            return dict(frame.f_locals)
+        frame = frame.f_back
+    return {}
 
 
 def parse_prim_func(fn) -> PrimFunc:
