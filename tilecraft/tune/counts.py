@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from tilecraft.block import compute, dot_shared, mbarrier, parallel, transfer
-from tilecraft.block.instructions import AllocateRegister, Instruction
+from tilecraft.block.instructions import (AllocateGlobal, AllocateRegister, AllocateShared, Exit,
+                                          Instruction, Print, Synchronize, ViewGlobal)
 from tilecraft.block.tensors import SharedTensor
 from tilecraft.ir import For, LetStmt, SeqStmt, Stmt
 from tilecraft.ir.expr import (BinOp, BufferLoad, Call, Cast, Compare, Const, Expr, Select, Var,
@@ -76,6 +77,20 @@ class BlockCounts:
     registers: int = 0  # estimated per thread (may exceed 255: the block would spill)
     dynamic: bool = False  # a grid extent or loop bound the model could not evaluate (taken as 1)
     sites: list[Site] = field(default_factory=list)
+
+
+#: instructions the model gives no bytes or operations of their own: allocations, views, waits,
+#: barriers (their cost is the per-iteration latency term, cost.py), debugging. Every block
+#: instruction is counted by `_Counter.instruction` or listed here (tests/tune).
+UNCOUNTED = (AllocateShared, AllocateGlobal, ViewGlobal, Synchronize, Exit, Print, compute.View,
+             transfer.SharedSlice, transfer.CopyAsyncCommitGroup, transfer.CopyAsyncWaitGroup,
+             dot_shared.DotWaitGroup, mbarrier.MbarrierInit, mbarrier.MbarrierExpect,
+             mbarrier.MbarrierWait, mbarrier.MbarrierArrive)
+COUNTED = (AllocateRegister, transfer.CopyAsync, mbarrier.CopyAsyncBulk, transfer.LoadGlobal,
+           transfer.StoreGlobal, parallel.AtomicGlobal, transfer.LoadShared, transfer.StoreShared,
+           compute.Dot, dot_shared.DotShared, parallel.ParallelCompute, compute.Cast,
+           compute.UnaryOp, compute.BinaryOp, compute.Fill, parallel.CumSumRegister,
+           compute.ReduceRegister)
 
 
 class GridValues:
