@@ -14,14 +14,15 @@ with the block index, from which cost.py counts the distinct tiles a wave of blo
 L2 reuse between blocks: a GEMM's blocks in one row share their A panel).
 
 Per instruction:
-| instruction | counts |
-|---|---|
-| load_global, copy_async, copy_async_bulk | global read (a site), shared write for the copies |
-| store_global, atomic_global | global write (atomics twice: read and write) |
-| load_shared, store_shared | shared bytes |
-| dot, dot_shared | tensor-core flops 2 M N K; dot_shared also its operands' shared reads |
-| parallel | per element: each arithmetic node one CUDA-core op, each transcendental one SFU op, its global and shared loads and stores as bytes |
-| cast, unary, binary, fill, reduce, cumsum | one CUDA-core op per element |
+- load_global, copy_async, copy_async_bulk: a global read (a site); the copies also write
+  shared memory;
+- store_global: a global write; atomic_global: a read and a write;
+- load_shared, store_shared: shared bytes;
+- dot, dot_shared: tensor-core flops 2 M N K; dot_shared also its shared operands' bytes;
+- parallel: per element, one CUDA-core op per arithmetic node, one SFU op per transcendental,
+  its global and shared loads and stores as bytes;
+- cast, unary, binary, fill, reduce, cumsum: one CUDA-core op per element;
+- the rest (UNCOUNTED: allocations, views, waits, barriers) nothing.
 """
 
 from __future__ import annotations
@@ -33,12 +34,30 @@ from typing import Any
 import numpy as np
 
 from tilecraft.block import compute, dot_shared, mbarrier, parallel, transfer
-from tilecraft.block.instructions import (AllocateGlobal, AllocateRegister, AllocateShared, Exit,
-                                          Instruction, Print, Synchronize, ViewGlobal)
+from tilecraft.block.instructions import (
+    AllocateGlobal,
+    AllocateRegister,
+    AllocateShared,
+    Exit,
+    Instruction,
+    Print,
+    Synchronize,
+    ViewGlobal,
+)
 from tilecraft.block.tensors import SharedTensor
 from tilecraft.ir import For, LetStmt, SeqStmt, Stmt
-from tilecraft.ir.expr import (BinOp, BufferLoad, Call, Cast, Compare, Const, Expr, Select, Var,
-                               const_int)
+from tilecraft.ir.expr import (
+    BinOp,
+    BufferLoad,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Select,
+    Var,
+    const_int,
+)
 from tilecraft.ir.rewrite import substitute
 from tilecraft.ir.stmt import BufferStore
 from tilecraft.ir.visitor import stmt_children, stmt_exprs, walk, walk_expr
