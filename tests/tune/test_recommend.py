@@ -185,3 +185,10 @@ def test_a_function_that_returns_no_kernel_is_tc321():
     with pytest.raises(TilecraftError) as info:
         recommend(not_a_factory, 4, target=H100_SXM)
     assert info.value.code == "TC321" and "returned a int" in str(info.value)
+
+
+def test_an_autotuned_factory_is_ranked_as_its_plain_function(monkeypatch):
+    monkeypatch.setenv("TILECRAFT_AUTOTUNE", "0")
+    tuned = tilecraft.autotune(progress=False)(gemm.matmul)
+    ranked = recommend(tuned, 1024, 1024, 1024, space={"block_M": [64, 128]}, target=H100_SXM)
+    assert [c.config for c in ranked] and tuned.last_result is None  # nothing was tuned

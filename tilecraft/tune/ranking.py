@@ -104,7 +104,8 @@ def recommend(factory: Any, *args: Any, space: Mapping[str, Sequence[Any]] | Non
     from tilecraft.targets import current_target
 
     span = call_span()
-    fn = getattr(factory, "factory", factory)  # a JITFactory's plain function
+    fn = getattr(factory, "jit_factory", factory)  # under @tilecraft.autotune
+    fn = getattr(fn, "factory", fn)  # a JITFactory's plain function
     if not isinstance(topk, int) or isinstance(topk, bool) or topk < 1:
         raise TilecraftError("TC321", span, func="recommend", detail=f"topk must be an "
                              f"integer >= 1, not {topk!r}", hint="topk=10")
