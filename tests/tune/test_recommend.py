@@ -192,3 +192,17 @@ def test_an_autotuned_factory_is_ranked_as_its_plain_function(monkeypatch):
     tuned = tilecraft.autotune(progress=False)(gemm.matmul)
     ranked = recommend(tuned, 1024, 1024, 1024, space={"block_M": [64, 128]}, target=H100_SXM)
     assert [c.config for c in ranked] and tuned.last_result is None  # nothing was tuned
+
+
+def test_a_shape_polymorphic_kernel_function_is_not_a_factory():
+    import tilecraft.language as T
+
+    @tilecraft.jit
+    def double(A: T.Tensor, B: T.Tensor):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                B[i] = A[i] * 2
+
+    with pytest.raises(TilecraftError) as info:
+        recommend(double, target=H100_SXM)
+    assert info.value.code == "TC321" and "not a kernel factory" in str(info.value)

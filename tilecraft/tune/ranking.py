@@ -104,6 +104,12 @@ def recommend(factory: Any, *args: Any, space: Mapping[str, Sequence[Any]] | Non
     from tilecraft.targets import current_target
 
     span = call_span()
+    from tilecraft.jit_poly import JITPolymorphic
+
+    if isinstance(factory, JITPolymorphic) or not callable(factory):
+        raise TilecraftError("TC321", span, func="recommend", detail=f"{type(factory).__name__}"
+                             " is not a kernel factory", hint="pass a function whose keyword "
+                             "parameters are its tile sizes and that returns a T.prim_func")
     fn = getattr(factory, "jit_factory", factory)  # under @tilecraft.autotune
     fn = getattr(fn, "factory", fn)  # a JITFactory's plain function
     if not isinstance(topk, int) or isinstance(topk, bool) or topk < 1:
