@@ -36,8 +36,6 @@ compiled again from the stored source).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -162,52 +160,17 @@ def entry_path(key: str) -> Path:
     return cache_dir() / "jit" / key[:2] / f"{key}.json"
 
 
-def _digest(data: dict) -> str:
-    """sha256 of an entry's contents (all but its `sha256` field), in one canonical spelling."""
-    body = {k: v for k, v in data.items() if k != "sha256"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def load(key: str) -> CachedKernel | None:
-    """The entry stored under `key`; None when absent, unreadable or not what it should be."""
-    path = entry_path(key)
-    try:
-        text = path.read_bytes()
-    except OSError:
-        return None
-    try:
-        data = json.loads(text)
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return None  # another format: rewritten without a warning
-        if data.get("sha256") != _digest(data):
-            return _damaged(path, "its contents do not match their sha256")
-        if data["key"] != key:
-            return None
-        return CachedKernel.from_json(data)
-    except (ValueError, RecursionError):
-        return _damaged(path, "it is not valid JSON")
-    except Exception:  # noqa: BLE001 - whatever a damaged entry makes the reader raise
-        return _damaged(path, "it is incomplete")
+    """The entry stored under `key`; None when absent, unreadable or not what it should be
+    (damaged: with a CacheCorruptionWarning at the user's factory call)."""
+    from tilecraft.runtime.cache import read_signed_json
 
-
-def _damaged(path: Path, reason: str) -> None:
-    from tilecraft.runtime.errors import CacheCorruptionWarning, warn_at_caller
-
-    warn_at_caller(  # at the user's factory call
-        f"tilecraft: the jit cache entry {path} is damaged ({reason}); building the kernel again",
-        CacheCorruptionWarning,
-    )
+    return read_signed_json(entry_path(key), key, FORMAT, CachedKernel.from_json,
+                            "jit cache entry", "building the kernel again")
 
 
 def save(key: str, kernel: CachedKernel) -> None:
     """Store `kernel` under `key` (write to a temporary name, then rename; errors ignored)."""
-    from tilecraft.runtime.cache import atomic_write
+    from tilecraft.runtime.cache import write_signed_json
 
-    try:
-        data = {"key": key, **kernel.to_json()}
-        data = json.loads(json.dumps(data))  # as it will read back (tuples become lists)
-        data["sha256"] = _digest(data)
-        atomic_write(entry_path(key), json.dumps(data).encode())
-    except (OSError, TypeError, ValueError):  # unwritable directory, a value JSON cannot hold
-        pass
+    write_signed_json(entry_path(key), {"key": key, **kernel.to_json()})

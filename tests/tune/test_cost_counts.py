@@ -14,13 +14,9 @@ from pathlib import Path
 import pytest
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.options import CompileOptions
-from tilecraft.passes import lower
-from tilecraft.passes.lower_tile_ops import lowered_program
-from tilecraft.passes.pipeline import PASSES
 from tilecraft.targets import H100_SXM
-from tilecraft.tune.cost import estimate, model, occupancy
-from tilecraft.tune.counts import BlockCounts, Site, count_block
+from tilecraft.tune.cost import block_counts, estimate, model, occupancy
+from tilecraft.tune.counts import BlockCounts, Site
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FP16 = 2  # bytes
@@ -40,9 +36,7 @@ attention = _example("flash_attention")
 
 def _counts(func) -> BlockCounts:
     """count_block of `func` lowered as `estimate` lowers it (the passes up to plan_arena)."""
-    upto = next(i for i, p in enumerate(PASSES) if p.name == "plan_arena") + 1
-    state = lower(func, CompileOptions.from_env(H100_SXM.arch), passes=PASSES[:upto])
-    return count_block(lowered_program(state))
+    return block_counts(func, H100_SXM)[0]
 
 
 # ---- GEMM ------------------------------------------------------------------------------------

@@ -13,33 +13,19 @@ import pytest
 
 import tilecraft
 from tilecraft.targets import H100_SXM
-from tilecraft.tune.counts import count_block
+from tilecraft.tune.cost import block_counts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from flash_attention import flash_attention  # noqa: E402
 from gemm import matmul  # noqa: E402
 
+from tests.codegen.test_debug_ops import needs_nvrtc  # noqa: E402
 
-def _has_nvrtc() -> bool:
-    try:
-        import cuda.bindings.nvrtc  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(not _has_nvrtc(), reason="needs NVRTC (cuda-bindings)")
+pytestmark = needs_nvrtc
 
 
 def _estimated(func) -> int:
-    from tilecraft.options import CompileOptions
-    from tilecraft.passes import lower
-    from tilecraft.passes.lower_tile_ops import lowered_program
-    from tilecraft.passes.pipeline import PASSES
-
-    upto = next(i for i, p in enumerate(PASSES) if p.name == "plan_arena") + 1
-    state = lower(func, CompileOptions.from_env("sm_90a"), passes=PASSES[:upto])
-    return count_block(lowered_program(state)).registers
+    return block_counts(func, H100_SXM)[0].registers
 
 
 def _ptxas(func):

@@ -105,6 +105,53 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def json_digest(data: dict) -> str:
+    """sha256 of an entry's contents (all but its `sha256` field), in one canonical spelling."""
+    body = {k: v for k, v in data.items() if k != "sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_signed_json(path: Path, data: dict, indent: int | None = None) -> bool:
+    """Write `data` (a JSON object with a "key" and a "format") with its sha256, atomically;
+    False when JSON cannot hold it or the directory is not writable."""
+    try:
+        data = json.loads(json.dumps(data))  # as it will read back (tuples become lists)
+        data["sha256"] = json_digest(data)
+        atomic_write(path, json.dumps(data, indent=indent).encode())
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
+
+
+def read_signed_json(path: Path, key: str, fmt: int, parse, entry: str, redo: str):
+    """`parse(data)` of the entry write_signed_json wrote at `path`; None when it is absent or
+    of another format or key, or damaged (its sha256, JSON or contents: a
+    CacheCorruptionWarning at the caller, "the {entry} {path} is damaged (...); {redo}")."""
+    try:
+        text = path.read_bytes()
+    except OSError:
+        return None
+
+    def damaged(reason: str) -> None:
+        warn_at_caller(f"tilecraft: the {entry} {path} is damaged ({reason}); {redo}",
+                       CacheCorruptionWarning)
+
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("format") != fmt:
+            return None  # another format: rewritten without a warning
+        if data.get("sha256") != json_digest(data):
+            return damaged("its contents do not match their sha256")
+        if data.get("key") != key:
+            return None
+        return parse(data)
+    except (ValueError, RecursionError):
+        return damaged("it is not valid JSON")
+    except Exception:  # noqa: BLE001 - whatever a damaged entry makes the reader raise
+        return damaged("it is incomplete")
+
+
 class KernelCache:
     """A directory of compiled kernels with an in-memory dict in front."""
 

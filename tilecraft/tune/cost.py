@@ -87,6 +87,17 @@ class Estimate:
 
 def estimate(func: Any, target: Target | None = None, options: Any = None) -> Estimate:
     """The Estimate of a kernel (PrimFunc) for `target` (default: the current one)."""
+    from tilecraft.targets import current_target
+
+    target = target or current_target()
+    counts, smem, wgmma = block_counts(func, target, options)
+    return model(counts, smem, target, _mma_kind(target, wgmma), span=func.span)
+
+
+def block_counts(func: Any, target: Target, options: Any = None) -> tuple[BlockCounts, int, bool]:
+    """(counts.py's per-block counts, shared bytes per block, whether a dot runs on wgmma) of a
+    kernel lowered for `target`: the passes up to the arena plan (instruction selection decides
+    nothing the model reads); a kernel written at the Tilus level as it is."""
     from tilecraft.block.from_kernel import block_program_of
     from tilecraft.ir import For
     from tilecraft.ir.visitor import walk
@@ -94,27 +105,19 @@ def estimate(func: Any, target: Target | None = None, options: Any = None) -> Es
     from tilecraft.passes import lower
     from tilecraft.passes.lower_tile_ops import lowered_program
     from tilecraft.passes.pipeline import PASSES
-    from tilecraft.targets import current_target
 
-    target = target or current_target()
-    options = options or CompileOptions.from_env(target.arch)
-    if options.target.arch != target.arch:
-        options = CompileOptions.from_env(target.arch)
     program = block_program_of(func)
-    if program is not None:  # written at the Tilus level: its shared tensors as declared
-        counts = count_block(program)
-        return model(counts, _declared_shared(program), target, _mma_kind(target, False),
-                     span=func.span)
-    # the passes up to the arena plan: instruction selection decides nothing the model reads
+    if program is not None:  # its shared tensors as declared
+        return count_block(program), _declared_shared(program), False
+    if options is None or options.target.arch != target.arch:
+        options = CompileOptions.from_env(target.arch)
     upto = next(i for i, p in enumerate(PASSES) if p.name == "plan_arena") + 1
     state = lower(func, options, passes=PASSES[:upto])
-    program = lowered_program(state)
-    counts = count_block(program)
+    counts = count_block(lowered_program(state))
     counts.stages = max([1] + [x.pipeline.num_stages for x in walk(func.body)
                                if isinstance(x, For) and x.pipeline is not None])
     smem = state.arena.size if state.arena is not None else 0
-    return model(counts, smem, target, _mma_kind(target, len(state.gemm_wgmma) > 0),
-                 span=func.span)
+    return counts, smem, len(state.gemm_wgmma) > 0
 
 
 def _mma_kind(target: Target, wgmma: bool) -> str:

@@ -10,15 +10,15 @@ key and is tuned every process.
 
 Entry: a `TuneRecord` (the winner's config and milliseconds, every candidate's milliseconds or
 error, the GPU, tilecraft's version, when) plus the sha256 of all of it, written to a temporary
-name and renamed. A file that does not parse, has another format or another key (the key
-includes the format, so only damage puts one there), or whose contents do not hash to its sha256
-is a miss with a `CacheCorruptionWarning`; the call is tuned again and the entry rewritten.
+name and renamed (runtime/cache.py's signed JSON, as the jit cache's entries). A file that
+does not parse, or whose contents do not hash to its sha256, is a miss with a
+`CacheCorruptionWarning`; one of another format or key is a plain miss. The call is then
+tuned again and the entry rewritten.
 """
 
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,58 +152,21 @@ def entry_path(key: str) -> Path:
     return cache_dir() / "tune" / key[:2] / f"{key}.json"
 
 
-def _digest(data: dict) -> str:
-    """sha256 of an entry's contents (all but its `sha256` field), in one canonical spelling."""
-    body = {k: v for k, v in data.items() if k != "sha256"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def load(key: str) -> TuneRecord | None:
     """The entry stored under `key`; None when absent or damaged (damaged: with a warning)."""
-    path = entry_path(key)
-    try:
-        text = path.read_bytes()
-    except OSError:
-        return None
-    try:
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            return _damaged(path, "it is not a JSON object")
-        if data.get("format") != FORMAT:
-            return _damaged(path, f"format {data.get('format')!r}, expected {FORMAT}")
-        if data.get("sha256") != _digest(data):
-            return _damaged(path, "its contents do not match their sha256")
-        if data.get("key") != key:
-            return _damaged(path, "it holds another key")
-        return TuneRecord.from_json(data)
-    except (ValueError, RecursionError):
-        return _damaged(path, "it is not valid JSON")
-    except Exception:  # noqa: BLE001 - whatever a damaged entry makes the reader raise
-        return _damaged(path, "it is incomplete")
+    from tilecraft.runtime.cache import read_signed_json
 
-
-def _damaged(path: Path, reason: str) -> None:
-    from tilecraft.runtime.errors import CacheCorruptionWarning, warn_at_caller
-
-    warn_at_caller(
-        f"tilecraft: the autotune table entry {path} is damaged ({reason}); tuning again",
-        CacheCorruptionWarning,
-    )
+    return read_signed_json(entry_path(key), key, FORMAT, TuneRecord.from_json,
+                            "autotune table entry", "tuning again")
 
 
 def save(key: str, record: TuneRecord, factory: str = "") -> bool:
     """Store `record` under `key` (a temporary name, then a rename); False when not written: a
     winner JSON cannot hold exactly, or an unwritable directory."""
-    from tilecraft.runtime.cache import atomic_write
+    from tilecraft.runtime.cache import write_signed_json
 
     if not json_exact(record.config):
         return False
-    try:
-        data = {"key": key, "factory": factory, **record.to_json()}
-        data = json.loads(json.dumps(data, default=repr))  # as it reads back
-        data["sha256"] = _digest(data)
-        atomic_write(entry_path(key), json.dumps(data, indent=1).encode())
-    except (OSError, TypeError, ValueError):
-        return False
-    return True
+    data = {"key": key, "factory": factory, **record.to_json()}
+    return write_signed_json(entry_path(key), json.loads(json.dumps(data, default=repr)),
+                             indent=1)
