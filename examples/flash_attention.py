@@ -7,6 +7,10 @@ the scale. With `is_causal`, the loop stops at the diagonal and the diagonal til
 the running max only ever grows, so a tile whose rows are all masked (block_M > block_N) adds
 exp2(-inf) = 0 instead of NaN. seq_len must be a multiple of block_M and block_N.
 
+Tile sizes, stages and threads that a call leaves out are the recommender's best for its
+arguments and the target (`autotune="recommend"`: tilecraft.recommend's cost model, nothing
+timed; docs/tuning.md); the signature's defaults are the first values it considers.
+
     python examples/flash_attention.py
 """
 
@@ -19,7 +23,7 @@ import tilecraft
 import tilecraft.language as T
 
 
-@tilecraft.jit(out_idx=[3])
+@tilecraft.jit(out_idx=[3], autotune="recommend")
 def flash_attention(
     batch,
     heads,

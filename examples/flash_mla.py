@@ -12,6 +12,10 @@ the block reads the same KV tiles; the scores are the sum of two gemms. All gemm
 warp policy: the warps split the wide `dim` axis of the output, which keeps the [block_H, dim]
 accumulator small per warp. seqlen_kv need not be a multiple of block_N (the tail is masked).
 
+Tile sizes, stages and threads that a call leaves out are the recommender's best for its
+arguments and the target (`autotune="recommend"`: tilecraft.recommend's cost model, nothing
+timed; docs/tuning.md); the signature's defaults are the first values it considers.
+
     python examples/flash_mla.py
 """
 
@@ -23,7 +27,7 @@ import tilecraft
 import tilecraft.language as T
 
 
-@tilecraft.jit(out_idx=[4])
+@tilecraft.jit(out_idx=[4], autotune="recommend")
 def flash_mla(
     batch,
     heads,

@@ -5,6 +5,10 @@ through shared memory by a software-pipelined K loop, C accumulates in registers
 blocks are rasterized in panels (`T.use_swizzle`) for L2 reuse. M, N and K need not be multiples
 of the tile sizes: copies of partial tiles read zeros outside the tensors and drop the writes.
 
+Tile sizes, stages and threads that a call leaves out are the recommender's best for its
+arguments and the target (`autotune="recommend"`: tilecraft.recommend's cost model, nothing
+timed; docs/tuning.md); the signature's defaults are the first values it considers.
+
     python examples/gemm.py
 """
 
@@ -14,7 +18,7 @@ import tilecraft
 import tilecraft.language as T
 
 
-@tilecraft.jit(out_idx=[-1])
+@tilecraft.jit(out_idx=[-1], autotune="recommend")
 def matmul(
     M,
     N,

@@ -357,7 +357,7 @@ def jit(
     cache: bool = True,
     debug_nans: bool = False,
     debug_root_path: str | None = None,
-    autotune: bool | dict = False,
+    autotune: bool | str | dict = False,
     **tilelang_options,
 ):
     """Decorate a kernel factory, a kernel function or a `T.prim_func` to get callable kernels.
@@ -376,7 +376,9 @@ def jit(
     NaN/inf made from finite values. `debug_root_path`: a directory to write each kernel's IR
     script and CUDA source into. `autotune=True` (or a dict of `tilecraft.autotune`'s keywords,
     `{"topk": 5}`) on a factory: its first call per argument set times the recommended
-    configurations on the GPU and returns the fastest (tilecraft/tune/tuner.py). TileLang's
+    configurations on the GPU and returns the fastest (tilecraft/tune/tuner.py);
+    `autotune="recommend"`: the tile keywords a call leaves out take the recommender's best
+    for its arguments and target, nothing timed. TileLang's
     other keywords (`execution_backend`, `target_host`,
     `verbose`, `pass_configs`, `compile_flags`) are accepted only with their no-op values (TC113);
     any other keyword is TC111.
@@ -398,6 +400,8 @@ def _tune_options(autotune: Any) -> dict | None:
         return None
     if autotune is True:
         return {}
+    if autotune == "recommend":
+        return {"topk": 1}
     if isinstance(autotune, dict):
         from tilecraft.tune.tuner import TuneOptions
 
@@ -406,9 +410,10 @@ def _tune_options(autotune: Any) -> dict | None:
                        {k: v for k, v in autotune.items() if k not in known}, known)
         TuneOptions.create(**autotune)  # bad values: TC108 here
         return autotune
-    raise TilecraftError("TC108", span=call_span(), detail="autotune= takes True, False or a "
-                         f"dict of tilecraft.autotune's keywords, not {type(autotune).__name__}",
-                         hint='autotune=True or autotune={"topk": 5}')
+    raise TilecraftError("TC108", span=call_span(), detail="autotune= takes True, False, "
+                         '"recommend" or a dict of tilecraft.autotune\'s keywords, not '
+                         f"{autotune!r}"[:120], hint='autotune=True, autotune="recommend" or '
+                         'autotune={"topk": 5}')
 
 
 def _autotuned(kernel: Any, tune: dict | None) -> Any:

@@ -283,7 +283,8 @@ def test_the_vm_runs_the_fallback_program_as_before():
 # ---- on the GPU (the lead runs these) ------------------------------------------------------------
 
 GPU_CASES = [
-    ("gemm_default", lambda: matmul(256, 256, 256).func, False, "float16"),
+    ("gemm_default", lambda: matmul(256, 256, 256, 128, 128, 32, num_stages=3,
+                                     threads=128).func, False, "float16"),
     ("gemm_128x256x64", lambda: matmul(512, 512, 256, **BIG).func, False, "float16"),
     ("gemm_bf16", lambda: matmul(256, 256, 128, dtype="bfloat16").func, False, "bfloat16"),
     ("gemm_partial", lambda: matmul(200, 136, 72).func, False, "float16"),

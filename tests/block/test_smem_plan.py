@@ -350,7 +350,8 @@ def test_cross_warp_reductions_stage_through_dead_bytes_behind_a_barrier():
     from tilecraft.codegen.block_cuda.build import generate_block
     from tilecraft.codegen.block_cuda.compute import reduction_scratch
 
-    st = lower(load("flash_mla").flash_mla(4, 128, 1, 8192, 512, 64).func, H100_SXM)
+    st = lower(load("flash_mla").flash_mla(4, 128, 1, 8192, 512, 64, block_N=64, block_H=64,
+                                           num_stages=2, threads=256).func, H100_SXM)
     plan, program = st.arena, st.block_program
     lives = Lifetimes(reduction_scratch(program.num_threads))
     lives.visit(program.body)

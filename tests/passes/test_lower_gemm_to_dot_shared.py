@@ -71,7 +71,8 @@ def _example(name: str, target=H100_SXM):
     if name.startswith("gemm"):
         args, kw = {"gemm_4096_128x256x64": ((4096, 4096, 4096, 128, 256, 64),
                                              {"num_stages": 3, "threads": 256}),
-                    "gemm_default": ((1024, 1024, 1024), {})}[name]
+                    "gemm_default": ((1024, 1024, 1024, 128, 128, 32),
+                                     {"num_stages": 3, "threads": 128})}[name]
         func = load("gemm").matmul(*args, **kw).func
     else:
         func = load("flash_attention").flash_attention(1, 2, 256, 64, False, block_M=128,

@@ -107,8 +107,9 @@ def test_the_top_recommendation_is_the_first_candidate(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     seen = {}
 
-    def fake_recommend(factory, *args, space=None, topk=10, **fixed):
-        seen.update(factory=factory, args=args, space=space, topk=topk, fixed=fixed)
+    def fake_recommend(factory, *args, space=None, topk=10, target=None, **fixed):
+        seen.update(factory=factory, args=args, space=space, topk=topk, fixed=fixed,
+                    arch=target.arch)
         return [types.SimpleNamespace(config={"block": 128}, predicted_time=1e-6)]
 
     import tilecraft.tune
@@ -123,6 +124,7 @@ def test_the_top_recommendation_is_the_first_candidate(monkeypatch):
         "space": {"block": [64, 128]},
         "topk": 3,
         "fixed": {"threads": 64},
+        "arch": "sm_90a",  # no GPU, no TILECRAFT_ARCH: current_target()'s H100
     }
 
 
@@ -306,3 +308,63 @@ def test_tuning_a_gemm_on_the_gpu_picks_a_correct_kernel(cache_dir):
     fresh = autotune(configs=configs, progress=False)(gemm.matmul)
     fresh(512, 512, 512)
     assert fresh.last_result.from_table and fresh.last_result.config == r.config
+
+
+# ---- autotune="recommend": the recommender's best, never timed -------------------------------
+def test_jit_recommend_takes_the_top_recommendation_without_timing_even_on_a_gpu(gpu, cache_dir):
+    rec = tilecraft.jit(out_idx=[-1], autotune="recommend")(add.factory)
+    kernel = rec(4096)
+    best = tilecraft.recommend(add, 4096, topk=1)[0].config
+    assert rec.last_result.untimed == "one candidate" and rec.last_result.config == best
+    assert gpu == []  # nothing timed
+    (entry,) = tables(cache_dir)  # the pick, kept under the target's cost model
+    assert json.loads(entry.read_text())["gpu"] == "cost model: H100 SXM (sm_90a)"
+    assert kernel.func.script() == add(4096, **best).func.script()
+    fixed = rec(4096, block=32, threads=32)  # all fixed: that kernel
+    assert fixed.func.script() == add(4096, block=32, threads=32).func.script()
+
+
+def test_recommend_mode_ranks_for_the_jits_arch_and_for_tilecraft_arch(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    archs = []
+
+    def fake_recommend(factory, *args, space=None, topk=10, target=None, **fixed):
+        archs.append(target.arch)
+        return [types.SimpleNamespace(config={"block": 128}, predicted_time=1e-6)]
+
+    import tilecraft.tune
+
+    monkeypatch.setattr(sys.modules[tilecraft.tune.recommend.__module__], "recommend",
+                        fake_recommend)
+    tilecraft.jit(out_idx=[-1], arch="sm_80", autotune="recommend")(add.factory)(N)
+    rec = tilecraft.jit(out_idx=[-1], autotune="recommend")(add.factory)
+    rec(N)
+    monkeypatch.setenv("TILECRAFT_ARCH", "sm_80")
+    rec(N)  # another target: ranked again, not the memory of the sm_90a call
+    assert archs == ["sm_80", "sm_90a", "sm_80"]
+
+
+def test_a_new_process_reads_the_recommendation_from_the_table_without_ranking(
+        monkeypatch, cache_dir):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    first = tilecraft.jit(out_idx=[-1], autotune="recommend")(add.factory)
+    first(4096)
+
+    def no_ranking(*args, **kwargs):
+        raise AssertionError("ranked again")
+
+    monkeypatch.setattr(sys.modules[tilecraft.recommend.__module__], "recommend", no_ranking)
+    again = tilecraft.jit(out_idx=[-1], autotune="recommend")(add.factory)  # a fresh memory
+    again(4096)
+    assert again.last_result.config == first.last_result.config
+    monkeypatch.setenv("TILECRAFT_JIT_CACHE", "0")  # no disk caches: ranked, not read
+    with pytest.raises(AssertionError, match="ranked again"):
+        tilecraft.jit(out_idx=[-1], autotune="recommend")(add.factory)(4096)
+
+
+def test_autotune_on_a_tuned_factory_replaces_its_options(gpu):
+    rec = tilecraft.jit(out_idx=[-1], autotune="recommend")(add.factory)
+    timed = autotune(configs=CONFIGS, progress=False)(rec)
+    assert timed.jit_factory is rec.jit_factory
+    timed(N)
+    assert timed.last_result.config == {"block": 64} and gpu == [CONFIGS]

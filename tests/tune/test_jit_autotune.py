@@ -36,7 +36,7 @@ def test_jit_autotune_refuses_an_unknown_tuning_keyword_with_the_closest_name():
     assert info.value.code == "TC111" and "`topk`" in str(info.value)
 
 
-def test_jit_autotune_refuses_a_value_that_is_not_a_bool_or_dict():
+def test_jit_autotune_refuses_a_value_that_is_not_a_bool_recommend_or_dict():
     with pytest.raises(TilecraftError) as info:
         tilecraft.jit(autotune="yes")
     assert info.value.code == "TC108"

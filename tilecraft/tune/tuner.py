@@ -9,7 +9,9 @@
 One call (`tune`):
   1. candidates: `configs` as given, else the configs of `recommend(factory, *args, space=space,
      topk=topk, **fixed)`; keywords the caller passes are fixed, not tuned;
-  2. without timing (`TILECRAFT_AUTOTUNE=0`, no CUDA GPU, the interpreter): the first candidate;
+  2. without timing (`TILECRAFT_AUTOTUNE=0`, no CUDA GPU, the interpreter, or a single candidate:
+     `topk=1`, the recommender's best, as `tilecraft.jit(autotune="recommend")` asks): the
+     first candidate;
   3. the table (table.py): a winner an earlier process kept is built, not timed (a JSON read and
      a jit-cache hit; the recommender does not run);
   4. else each candidate is built and compiled in threads (NVRTC leaves the GIL), then timed one
@@ -33,6 +35,7 @@ from typing import Any
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.diagnostics.errors import entry_point
 from tilecraft.jit import JITKernel, _interpret_forced
+from tilecraft.jit_cache import enabled as jit_cache_enabled
 from tilecraft.jit_factory import JITFactory
 from tilecraft.jit_options import call_span
 from tilecraft.options import switches_from_env
@@ -106,14 +109,15 @@ def autotune(
     progress: bool = True,
 ) -> Any:
     """Decorate a `@tilecraft.jit` factory so that its first call per argument set times the
-    candidate configurations on the GPU and returns the fastest's JITKernel.
+    candidate configurations on the GPU and returns the fastest's JITKernel. On a factory that
+    is already tuned (`tilecraft.jit(autotune="recommend")`), these options replace its own.
 
     `configs`: the candidates, a list of dicts of the factory's keywords (all timed, in order);
     else the recommender's `topk` best over `space` (name -> values; None: the defaults).
     `warmup`/`rep`: the profiler's milliseconds of warm-up and timing per candidate. `progress`:
     a tqdm bar, when tqdm is installed. After a call, `.last_result` is its TuneResult.
     """
-    if isinstance(configs, JITFactory):  # bare @tilecraft.autotune
+    if isinstance(configs, (JITFactory, Autotuned)):  # bare @tilecraft.autotune
         return Autotuned(configs, TuneOptions())
     options = TuneOptions.create(configs, space, topk, warmup, rep, progress)
 
@@ -129,6 +133,8 @@ class Autotuned:
     JITKernel (kept in memory per argument set); `last_result` is the last call's TuneResult."""
 
     def __init__(self, jit_factory: Any, options: TuneOptions) -> None:
+        if isinstance(jit_factory, Autotuned):  # re-tuned: these options replace its own
+            jit_factory = jit_factory.jit_factory
         if not isinstance(jit_factory, JITFactory):
             raise TilecraftError(
                 "TC108",
@@ -144,11 +150,19 @@ class Autotuned:
         self._memory: dict[Any, TuneResult] = {}
         functools.update_wrapper(self, jit_factory, updated=())
 
+    def __getattr__(self, name: str) -> Any:
+        """The jit factory's attributes (`.factory`, `.options`, ...) read through."""
+        jit_factory = self.__dict__.get("jit_factory")
+        if jit_factory is None:
+            raise AttributeError(name)
+        return getattr(jit_factory, name)
+
     @entry_point
     def __call__(self, *args: Any, **kwargs: Any) -> JITKernel:
         why = _why_untimed(self.jit_factory)
         try:
-            key = (args, tuple(sorted(kwargs.items())), switches_from_env(), why)
+            key = (args, tuple(sorted(kwargs.items())), switches_from_env(), why,
+                   os.environ.get("TILECRAFT_ARCH"))
             hash(key)
         except TypeError:
             key = None
@@ -173,9 +187,9 @@ def tune(jit_factory: Any, args: tuple, kwargs: dict, options: TuneOptions) -> T
     """Steps 1-4 of the module docstring for one call."""
     fixed = dict(kwargs)
     check_fixed(options.configs, fixed)
-    untimed = _why_untimed(jit_factory)
+    untimed = _why_untimed(jit_factory) or _single(options)
     if untimed is not None:
-        config = _candidates(jit_factory, args, fixed, options)[0]
+        config = _first_candidate(jit_factory, args, fixed, options)
         kernel = jit_factory(*args, **fixed, **config)
         return TuneResult(kernel, config, None, (), False, untimed, None)
     gpu = _gpu_name()
@@ -210,14 +224,46 @@ def tune(jit_factory: Any, args: tuple, kwargs: dict, options: TuneOptions) -> T
 
 
 # ---- the candidates --------------------------------------------------------------------------
+def _first_candidate(jit_factory: Any, args: tuple, fixed: dict, options: TuneOptions
+                     ) -> dict[str, Any]:
+    """The untimed pick: `configs[0]`, else the recommender's best for the target. Ranking
+    takes seconds, so the best is kept in the table under the target's cost model (the key
+    holds tilecraft's sources, the model's included) and a later process reads it back."""
+    if options.configs is not None:
+        return dict(options.configs[0])
+    target = _target(jit_factory)
+    model = f"cost model: {target.name} ({target.arch})"
+    key = None
+    if jit_factory.cache and jit_cache_enabled():
+        key = table.table_key(jit_factory, args, fixed, model, configs=None,
+                              space=options.space, topk=1)
+    record = table.load(key) if key is not None else None
+    if record is not None:
+        return record.config
+    ranked = _ranked(jit_factory, args, fixed, options, target)
+    config = dict(ranked[0].config)
+    if key is not None:
+        ms = ranked[0].predicted_time * 1e3
+        table.save(key, table.TuneRecord.now(config, ms, (), model),
+                   factory=f"{jit_factory.factory.__module__}.{jit_factory.factory.__name__}")
+    return config
+
+
 def _candidates(
     jit_factory: Any, args: tuple, fixed: dict, options: TuneOptions
 ) -> list[dict[str, Any]]:
     if options.configs is not None:
         return [dict(c) for c in options.configs]
+    ranked = _ranked(jit_factory, args, fixed, options, _target(jit_factory))
+    return [dict(c.config) for c in ranked][: options.topk]
+
+
+def _ranked(jit_factory: Any, args: tuple, fixed: dict, options: TuneOptions, target: Any
+            ) -> list[Any]:
+    """recommend()'s candidates (TC330 when it returns none)."""
     recommend = importlib.import_module("tilecraft.tune").recommend  # ranking.py's, looked up
-    ranked = recommend(jit_factory, *args, space=options.space, topk=options.topk, **fixed)
-    found = [dict(c.config) for c in ranked][: options.topk]
+    found = list(recommend(jit_factory, *args, space=options.space, topk=options.topk,
+                           target=target, **fixed))
     if not found:
         raise TilecraftError(
             "TC330",
@@ -226,6 +272,20 @@ def _candidates(
             hint="give autotune configs=[...]",
         )
     return found
+
+
+def _single(options: TuneOptions) -> str | None:
+    """"one candidate" when there is nothing to compare, else None."""
+    count = options.topk if options.configs is None else len(options.configs)
+    return "one candidate" if count == 1 else None
+
+
+def _target(jit_factory: Any) -> Any:
+    """The target the recommender ranks for: the jit's `arch=`, else `current_target()`."""
+    from tilecraft.targets import current_target, target_from_arch
+
+    arch = jit_factory.options.get("arch")
+    return target_from_arch(arch) if arch else current_target()
 
 
 def _why_untimed(jit_factory: Any) -> str | None:
