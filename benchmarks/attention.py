@@ -2,7 +2,8 @@
 
 Layout [batch, seq, heads, dim] for tilecraft; SDPA gets the same data as [batch, heads, seq, dim],
 and so does Triton (the autotuned kernel in benchmarks/triton_peers.py; tc/triton = tilecraft /
-Triton TFLOP/s). Without triton installed its columns read n/a.
+Triton TFLOP/s). Without triton installed its columns read n/a. tilecraft's configuration is
+autotuned per case (`tilecraft.autotune`; the winner is kept in the tune table).
 Usage: PYTHONPATH=$PWD python3 benchmarks/attention.py [--quick]
 """
 
@@ -16,6 +17,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from flash_attention import flash_attention
+
+import tilecraft
+
+TOPK = 10  # the recommender's best ten configurations of each case are timed; the fastest runs
 
 
 def flops(b, h, s, d, causal):
@@ -57,22 +62,15 @@ def main(quick: bool) -> None:
                 ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
             ref = ref.transpose(1, 2).float()
             row = [f"s{seq} {'causal' if causal else 'full'}"]
-            best = (0.0, "no config ran")
-            for bm, bn, threads in ((128, 64, 128), (128, 32, 128), (128, 128, 256)):
-                try:
-                    kern = flash_attention(batch, heads, seq, dim, causal, block_M=bm, block_N=bn,
-                                           threads=threads)
-                    out = kern(q, k, v)
-                    err = ((out.float() - ref).norm() / ref.norm()).item()
-                    ms = do_bench(lambda: kern(q, k, v), return_mode="median")
-                    tf = flops(batch, heads, seq, dim, causal) / ms / 1e9
-                    print(f"  s{seq} causal={causal} tile {bm}x{bn} threads {threads}: {tf:.1f} "
-                          f"TFLOP/s err {err:.1e} regs {kern.resources.registers}", flush=True)
-                    if tf > best[0]:
-                        best = (tf, err)
-                except Exception as e:
-                    print(f"  tile {bm}x{bn} threads {threads}: {type(e).__name__}: {str(e)[:200]}")
-            row += list(best)
+            tuned = tilecraft.autotune(topk=TOPK)(flash_attention)
+            kern = tuned(batch, heads, seq, dim, causal)
+            out = kern(q, k, v)
+            err = ((out.float() - ref).norm() / ref.norm()).item()
+            ms = do_bench(lambda: kern(q, k, v), return_mode="median")
+            tf = flops(batch, heads, seq, dim, causal) / ms / 1e9
+            print(f"  s{seq} causal={causal} {tuned.last_result.config}: {tf:.1f} TFLOP/s err "
+                  f"{err:.1e} regs {kern.resources.registers}", flush=True)
+            row += [tf, err]
             for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
                 with sdpa_kernel(backend):
                     ms = do_bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),

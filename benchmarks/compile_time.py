@@ -38,7 +38,7 @@ def one_build() -> None:
     import gemm
 
     t1 = time.perf_counter()
-    kernel = gemm.matmul(4096, 4096, 4096, 128, 128, 32)
+    kernel = gemm.matmul(4096, 4096, 4096, 128, 128, 32, num_stages=3, threads=128)
     t2 = time.perf_counter()
     kernel.resources  # noqa: B018  (builds the kernel, or finds it, without loading it)
     t3 = time.perf_counter()
@@ -56,7 +56,7 @@ def one_build() -> None:
 
     # host overhead on a 256^3 GEMM: its GPU time (a few us) stays below the host time, so the
     # launch queue never fills and blocks the loop (2000 calls of the 4096^3 one would)
-    kernel = gemm.matmul(256, 256, 256, 128, 128, 32)
+    kernel = gemm.matmul(256, 256, 256, 128, 128, 32, num_stages=3, threads=128)
     a, b, c = a[:256, :256].contiguous(), b[:256, :256].contiguous(), c[:256, :256].contiguous()
     rk = kernel._cuda_kernel()
     plain = RuntimeKernel(rk.compiled, rk.params, rk.launch_spec, rk.source)  # C passed in

@@ -1,5 +1,8 @@
 """GEMM fp16 (fp32 accumulate): tilecraft vs cuBLAS (torch) on TileLang appendix H / ANCHORS shapes.
 
+Each shape's configuration is autotuned (`tilecraft.autotune`: the recommender's TOPK best, timed;
+the winner is kept in the tune table, so a second run reads it back).
+
 Triton runs beside them, one process, same inputs: the autotuned kernel in benchmarks/triton_peers.py
 (tc/triton = tilecraft / Triton TFLOP/s). Without triton installed its columns read n/a.
 Usage: PYTHONPATH=$PWD python3 benchmarks/gemm.py
@@ -7,19 +10,20 @@ Usage: PYTHONPATH=$PWD python3 benchmarks/gemm.py
 
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
 from peers import do_bench, triton_peers
+
+import tilecraft
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from gemm import matmul
 
 SHAPES = [(8192, 1024, 8192), (8192, 8192, 8192), (8192, 28672, 8192), (8192, 8192, 28672)]
 ROUNDS = 5
-# (block_M, block_N, block_K, stages, threads): the best three of benchmarks/sweep.py on H100
-# (wgmma: 4 stages, copies run 2 iterations ahead)
-CONFIGS = [(128, 256, 64, 4, 256), (256, 128, 64, 4, 256), (128, 256, 32, 6, 256)]
+TOPK = 10  # the recommender's best ten configurations of each shape are timed; the fastest runs
 
 
 def run_triton(a, b, ref, name):
@@ -51,14 +55,14 @@ def main() -> None:
         a = torch.randn(M, K, dtype=torch.float16, device="cuda")
         b = torch.randn(K, N, dtype=torch.float16, device="cuda")
         ref = (a.float() @ b.float())
-        best, err, fastest = 0.0, float("nan"), None
-        for bm, bn, bk, st, th in CONFIGS:
-            kern = matmul(M, N, K, bm, bn, bk, num_stages=st, threads=th)
-            c = kern(a, b)
-            e = ((c.float() - ref).norm() / ref.norm()).item()
-            ms = do_bench(lambda: kern(a, b), return_mode="median")
-            if 2 * M * N * K / ms / 1e9 > best:
-                best, err, fastest = 2 * M * N * K / ms / 1e9, e, kern
+        tuned = tilecraft.autotune(topk=TOPK)(matmul)
+        start = time.perf_counter()
+        fastest = tuned(M, N, K)
+        took, result = time.perf_counter() - start, tuned.last_result
+        c = fastest(a, b)
+        err = ((c.float() - ref).norm() / ref.norm()).item()
+        how = "from the table" if result.from_table else f"tuned in {took:.1f} s"
+        print(f"  {M}x{N}x{K}: {result.config} ({how})", flush=True)
         # the best config and cuBLAS timed in alternation, median of the rounds: the card's
         # clocks drift over a run, and cuBLAS's number moved 650-775 TFLOP/s between runs
         tc_ms, cb_ms = [], []

@@ -8,8 +8,9 @@ Usage (no GPU):     PYTHONPATH=$PWD python3 benchmarks/launch_profile.py --cpu [
 torch's current stream, the lock, the slot writes, cuCtxGetCurrent, cuLaunchKernel) and of the
 ways to allocate the output.
 
-The GEMM is examples/gemm.py's `matmul(256, 256, 256)` (out_idx: the kernel allocates C), also
-called through its RuntimeKernel without out_idx (C passed). 2000 back-to-back calls, no sync.
+The GEMM is examples/gemm.py's `matmul(256, 256, 256)` on 128x128x32 tiles (out_idx: the kernel
+allocates C), also called through its RuntimeKernel without out_idx (C passed). 2000
+back-to-back calls, no sync.
 
 `--cpu` measures the Python side of a call on a machine without a GPU: the cubin is built for
 sm_90a (NVRTC), libcuda is replaced by a stand-in whose cuLaunchKernel and cuCtxGetCurrent are a
@@ -61,7 +62,7 @@ def gpu() -> None:
     from gemm import matmul
     from tilecraft.runtime import RuntimeKernel
 
-    kernel = matmul(256, 256, 256)
+    kernel = matmul(256, 256, 256, 128, 128, 32, num_stages=3, threads=128)
     a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     b = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     c = torch.empty(256, 256, dtype=torch.float16, device="cuda")
@@ -93,7 +94,7 @@ def cpu() -> None:
 
     drv = install_dry_libcuda(drv_mod)
     launch_mod._raw_stream = abs  # torch's current stream: a C call that returns 0
-    kernel = matmul(256, 256, 256)
+    kernel = matmul(256, 256, 256, 128, 128, 32, num_stages=3, threads=128)
     kernel.target = "cuda"  # CPU tensors would pick the interpreter
     rk = kernel._cuda_kernel()
     plain = RuntimeKernel(rk.compiled, rk.params, rk.launch_spec, rk.source)  # C passed in

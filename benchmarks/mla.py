@@ -13,6 +13,8 @@ from triton.testing import do_bench
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from flash_mla import flash_mla  # noqa: E402
 
+import tilecraft  # noqa: E402
+
 
 def torch_mla(q, q_pe, kv, k_pe):
     scale = (1.0 / (q.shape[-1] + q_pe.shape[-1])) ** 0.5
@@ -31,7 +33,9 @@ def main() -> None:
         ref = torch_mla(q.float(), q_pe.float(), kv.float(), k_pe.float())
         flop = 2 * batch * heads * seq * (dim + pe + dim)
         gbytes = batch * seq * (dim + pe) * 2 / 1e9
-        kern = flash_mla(batch, heads, 1, seq, dim, pe)
+        tuned = tilecraft.autotune(topk=10)(flash_mla)  # the recommender's best ten, timed
+        kern = tuned(batch, heads, 1, seq, dim, pe)
+        print(f"  seq {seq}: {tuned.last_result.config}", flush=True)
         out = kern(q, q_pe, kv, k_pe)
         err = ((out.float() - ref).norm() / ref.norm()).item()
         ms = do_bench(lambda: kern(q, q_pe, kv, k_pe), return_mode="median")

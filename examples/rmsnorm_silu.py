@@ -42,6 +42,8 @@ def rmsnorm_silu(M, C, BLOCK_M=None, eps=1e-5, num_stages=2, BLOCK_C=None, threa
     BLOCK_M = auto[0] if BLOCK_M is None else BLOCK_M
     BLOCK_C = auto[1] if BLOCK_C is None else BLOCK_C
     threads = auto[2] if threads is None else threads
+    if C % BLOCK_C:  # the passes step over whole chunks: a partial one would be left out
+        raise ValueError(f"BLOCK_C = {BLOCK_C} does not divide C = {C}")
     n_chunks = C // BLOCK_C
 
     @T.prim_func

@@ -128,3 +128,9 @@ def test_example_script_runs_and_reports_small_error(script, capsys):
     errors = [float(x) for x in re.findall(r"rel err ([0-9.e+-]+|nan)", out)]
     assert errors, f"{script} printed no relative error:\n{out}"
     assert all(e < FP16_TOL for e in errors), out
+
+
+def test_rmsnorm_silu_refuses_a_chunk_that_does_not_divide_the_row():
+    """A 96-wide chunk of 160 channels would leave 64 of them out of both passes."""
+    with pytest.raises(ValueError, match="BLOCK_C = 96 does not divide C = 160"):
+        rms_example.rmsnorm_silu(100, 160, BLOCK_C=96)

@@ -368,3 +368,14 @@ def test_autotune_on_a_tuned_factory_replaces_its_options(gpu):
     assert timed.jit_factory is rec.jit_factory
     timed(N)
     assert timed.last_result.config == {"block": 64} and gpu == [CONFIGS]
+
+
+def test_a_call_that_fixes_every_tunable_keyword_is_the_plain_factory_call(gpu, monkeypatch):
+    def no_ranking(*args, **kwargs):
+        raise AssertionError("ranked")
+
+    monkeypatch.setattr(sys.modules[tilecraft.recommend.__module__], "recommend", no_ranking)
+    rec = tilecraft.jit(out_idx=[-1], autotune="recommend")(add.factory)
+    kernel = rec(N, block=32, threads=64)
+    assert rec.last_result.untimed == "nothing to tune" and gpu == []
+    assert kernel is rec.jit_factory(N, block=32, threads=64)

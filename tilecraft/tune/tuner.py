@@ -6,7 +6,8 @@
     kernel = matmul(4096, 4096, 4096)        # the first call with these arguments tunes
     matmul.last_result                       # a TuneResult: each candidate's ms, the winner
 
-One call (`tune`):
+One call (`tune`), unless it passes every keyword the space would tune (then it is the plain
+factory's call):
   1. candidates: `configs` as given, else the configs of `recommend(factory, *args, space=space,
      topk=topk, **fixed)`; keywords the caller passes are fixed, not tuned;
   2. without timing (`TILECRAFT_AUTOTUNE=0`, no CUDA GPU, the interpreter, or a single candidate:
@@ -41,6 +42,7 @@ from tilecraft.jit_options import call_span
 from tilecraft.options import switches_from_env
 
 from . import table
+from .space import tunable_defaults
 from .table import Timing
 
 __all__ = [
@@ -187,6 +189,10 @@ def tune(jit_factory: Any, args: tuple, kwargs: dict, options: TuneOptions) -> T
     """Steps 1-4 of the module docstring for one call."""
     fixed = dict(kwargs)
     check_fixed(options.configs, fixed)
+    if options.configs is None and options.space is None and \
+            not tunable_defaults(jit_factory.factory, args, fixed):  # the call fixed them all
+        kernel = jit_factory(*args, **fixed)
+        return TuneResult(kernel, {}, None, (), False, "nothing to tune", None)
     untimed = _why_untimed(jit_factory) or _single(options)
     if untimed is not None:
         config = _first_candidate(jit_factory, args, fixed, options)
