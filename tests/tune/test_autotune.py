@@ -379,3 +379,15 @@ def test_a_call_that_fixes_every_tunable_keyword_is_the_plain_factory_call(gpu, 
     kernel = rec(N, block=32, threads=64)
     assert rec.last_result.untimed == "nothing to tune" and gpu == []
     assert kernel is rec.jit_factory(N, block=32, threads=64)
+
+
+def test_a_keyword_passed_at_its_default_value_is_fixed_not_read_from_the_table(cache_dir):
+    """The call key binds defaults, so `add(N)` and `add(N, block=64)` key the same jit kernel;
+    the table keys them apart: the second tunes only `threads` (was: the first's winner,
+    which sets `block` too, and a TypeError for the keyword given twice)."""
+    rec = tilecraft.jit(out_idx=[-1], autotune="recommend")(add.factory)
+    rec(4096)
+    again = tilecraft.jit(out_idx=[-1], autotune="recommend")(add.factory)
+    again(4096, block=64)
+    assert set(again.last_result.config) == {"threads"}
+    assert len(tables(cache_dir)) == 2

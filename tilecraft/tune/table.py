@@ -4,7 +4,9 @@
 
 Key (`table_key`): sha256 of this format's number, the jit cache's key of the call without the
 tuned keywords (`tilecraft.jit_key.call_key`: tilecraft's version and sources, the factory by
-value, the arguments, the jit options), the GPU's name, and what the candidates come from (the
+value, the arguments, the jit options), the names of the keywords the call fixes (the call key
+binds defaults, so a keyword passed at its default value would key as a tuned one), the GPU's
+name, and what the candidates come from (the
 `configs` list, or the `space` and `topk` given to the recommender). An uncacheable call has no
 key and is tuned every process.
 
@@ -135,6 +137,9 @@ def table_key(
             return None
         fp = Fingerprint()
         fp.add("autotune table", FORMAT, base, gpu)
+        # the call key binds defaults: a keyword passed at its default value keys the same,
+        # but it is not tuned, so the names the call fixes are part of the key
+        fp.value(("fixed", sorted(fixed)))
         if configs is not None:
             fp.value(("configs", [dict(c) for c in configs]))
         else:
