@@ -403,7 +403,7 @@ def _tune_options(autotune: Any) -> dict | None:
     if autotune == "recommend":
         return {"topk": 1}
     if isinstance(autotune, dict):
-        from tilecraft.tune.tuner import TuneOptions
+        from tilecraft.tune.autotuned import TuneOptions
 
         known = ("configs", "space", "topk", "warmup", "rep", "progress")
         refuse_unknown("tilecraft.jit(autotune={...})",
@@ -420,7 +420,7 @@ def _autotuned(kernel: Any, tune: dict | None) -> Any:
     if tune is None:
         return kernel
     from tilecraft.jit_factory import JITFactory
-    from tilecraft.tune.tuner import autotune
+    from tilecraft.tune.autotuned import autotune
 
     if not isinstance(kernel, JITFactory):
         raise TilecraftError("TC108", span=call_span(), detail="tilecraft.jit(autotune=...) "

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from tilecraft.dtypes import convert, floatcodec
@@ -35,14 +34,27 @@ STANDARD_FLOATS: dict[tuple[int, int], str] = {
 STANDARD_INT_BITS = (8, 16, 32, 64)
 MAX_CUSTOM_BITS = 8
 
-_FLOAT_NP = {
-    "float64": np.dtype(np.float64),
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-}
+# the floats numpy holds exactly (bf16 and fp8 through ml_dtypes, imported when first asked:
+# it costs milliseconds, and a process that loads a cached kernel never asks)
+_FLOAT_NP_NAMES = {"float64": "float64", "float32": "float32", "float16": "float16",
+                   "bfloat16": "bfloat16", "float8_e4m3": "float8_e4m3fn",
+                   "float8_e5m2": "float8_e5m2"}
+_FLOAT_NP: dict[str, np.dtype] = {}
+
+
+def _float_np(name: str) -> np.dtype | None:
+    """The numpy dtype of the standard float `name`, or None."""
+    found = _FLOAT_NP.get(name)
+    if found is None and name in _FLOAT_NP_NAMES:
+        attr = _FLOAT_NP_NAMES[name]
+        if hasattr(np, attr):
+            found = np.dtype(getattr(np, attr))
+        else:
+            import ml_dtypes
+
+            found = np.dtype(getattr(ml_dtypes, attr))
+        _FLOAT_NP[name] = found
+    return found
 _FLOAT_CUDA = {
     "float64": "double",
     "float32": "float",
@@ -154,7 +166,7 @@ class DataType:
     def is_standard(self) -> bool:
         """True when numpy (with ml_dtypes) has a storage type holding exactly this type."""
         if self.is_float:
-            return self.name in _FLOAT_NP
+            return self.name in _FLOAT_NP_NAMES
         return self.is_bool or self.bits in STANDARD_INT_BITS
 
     @property
@@ -213,7 +225,7 @@ class DataType:
         sub-byte ints in int8/uint8.
         """
         if self.is_float:
-            return _FLOAT_NP.get(self.name, np.dtype(np.float32))
+            return _float_np(self.name) or np.dtype(np.float32)
         if self.is_bool:
             return np.dtype(np.bool_)
         width = max(self.bits, 8)

@@ -13,7 +13,6 @@ import functools
 import re
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from tilecraft.diagnostics import TilecraftError
@@ -133,6 +132,8 @@ def lookup_canonical(name: str) -> DataType | None:
 
 @functools.lru_cache(maxsize=1)
 def _numpy_table() -> dict[np.dtype, DataType]:
+    import ml_dtypes
+
     table = {dt.np_dtype: dt for dt in all_dtypes() if dt.is_standard}
     for ml_name, dt in (
         ("float4_e2m1fn", float4_e2m1),

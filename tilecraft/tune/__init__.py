@@ -26,7 +26,7 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     module = {"recommend": "ranking", "Candidate": "ranking", "Recommendation": "ranking",
-              "estimate": "cost", "Estimate": "cost", "autotune": "tuner"}.get(name)
+              "estimate": "cost", "Estimate": "cost", "autotune": "autotuned"}.get(name)
     if module is not None:
         return getattr(importlib.import_module(f"tilecraft.tune.{module}"), name)
     raise AttributeError(f"module 'tilecraft.tune' has no attribute {name!r}")
