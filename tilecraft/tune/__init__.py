@@ -11,7 +11,8 @@
 cost.py predicts a configuration's time from its lowered block program (a roofline over bytes
 per memory level and operations per unit, with waves and occupancy); space.py says which
 keyword arguments are tunable and their candidate values; ranking.py ranks them;
-tuner.py times the best on the GPU and keeps the winner in a table beside the kernel cache.
+autotuned.py is the decorator (`@tilecraft.autotune`, `jit(autotune=...)`); tuner.py times the
+best on the GPU and keeps the winner in a table beside the kernel cache.
 See docs/tuning.md.
 """
 
