@@ -69,12 +69,15 @@ def softmax(M, N, BLOCK_M=None, BLOCK_N=None, num_stages=2, threads=None, dtype=
                 for i in T.Parallel(BLOCK_M):
                     row_sum[i] = row_sum[i] * T.exp2(row_max_prev[i] - row_max[i]) + chunk_sum[i]
 
-            # pass 2: normalize
+            # pass 2: normalize (one division a row: `/` is IEEE-exact, a reciprocal and three
+            # FMAs on the SFU's pipe, which an element-wise division kept 84% busy on the H200)
+            for i in T.Parallel(BLOCK_M):
+                row_sum[i] = 1.0 / row_sum[i]
             for c in T.Pipelined(n_chunks, num_stages=num_stages):
                 T.copy(X[bm * BLOCK_M, c * BLOCK_N], X_shared)
                 for i, j in T.Parallel(BLOCK_M, BLOCK_N):
                     x = T.cast(X_shared[i, j], accum_dtype) * log2e
-                    Y_local[i, j] = T.exp2(x - row_max[i]) / row_sum[i]
+                    Y_local[i, j] = T.exp2(x - row_max[i]) * row_sum[i]
                 T.copy(Y_local, Y[bm * BLOCK_M, c * BLOCK_N])
 
     return row_softmax
