@@ -176,6 +176,51 @@ def test_a_copy_indexed_by_a_let_of_the_loop_variable_is_still_pipelined(target)
     _same_as_interpreter(slice_sum, program)
 
 
+def _row_sums():
+    """Y[b] = sum over r of (r + 1) X[4 b + r]: a (1, 256) shared row copied each iteration."""
+    @T.prim_func
+    def row_sums(X: T.Tensor((16, 256), "float32"), Y: T.Tensor((4, 256), "float32")):
+        with T.Kernel(4, threads=128) as b:
+            R = T.alloc_shared((1, 256), "float32")
+            acc = T.alloc_fragment((1, 256), "float32")
+            T.clear(acc)
+            for r in T.Pipelined(4, num_stages=2):
+                T.copy(X[b * 4 + r, 0], R)
+                for i, j in T.Parallel(1, 256):
+                    acc[i, j] += R[i, j] * (r + 1)
+            T.copy(acc, Y[b, 0])
+
+    return row_sums
+
+
+@pytest.mark.parametrize("target", [A100_SXM, H100_SXM], ids=["sm80", "sm90"])
+def test_a_row_tile_with_a_unit_dim_is_a_pipelined_producer(target):
+    """The region's tile is (256,), the shared tile (1, 256): the copy is asynchronous and
+    staged (it was synchronous, with no message: the shapes compared with and without the
+    unit dim)."""
+    func = _row_sums()
+    program = lowered_program(lower(func, target))
+    slices = [s for s in walk(program.body) if isinstance(s, SharedSlice)]
+    assert slices and all(s.out.shape == (1, 256) for s in slices)
+    assert any(isinstance(s, CopyAsync) for s in walk(program.body))
+    assert isinstance(_loop(program).body.stmts[0], CopyAsyncWaitGroup)
+    _same_as_interpreter(func, program)
+
+
+@pytest.mark.gpu
+def test_the_staged_row_tile_computes_on_the_gpu_what_the_interpreter_computes():
+    import torch
+
+    import tilecraft
+
+    x = torch.randn(16, 256, generator=torch.Generator().manual_seed(3))
+    want, got = torch.zeros(4, 256), torch.full((4, 256), float("nan"), device="cuda")
+    kernel = tilecraft.compile(_row_sums())
+    kernel(x, want)
+    kernel(x.cuda(), got)
+    assert torch.equal(got.cpu(), want)
+
+
 def _scaled_gemm(k, stages=3):
     """C = (2 A) @ B with 2 A made in registers each iteration (wgmma's A from registers)."""
     from tilecraft.layout import spatial

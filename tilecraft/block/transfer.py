@@ -237,7 +237,8 @@ class SharedSlice(Tiled):
                                  detail=f"`{src.name}` ({lay}) cannot be sliced at its first "
                                  f"{k} dimension(s): each must be one mode whose stride is a "
                                  "multiple of the swizzle period")
-        first = groups[k][0] if groups[k] else len(lay.mode_shape)
+        # the remainder's first mode (a unit dimension has none: the next dimension's first)
+        first = next((g[0] for g in groups[k:] if g), len(lay.mode_shape))
         sub = SharedLayout.create(lay.shape[k:], lay.mode_shape[first:],
                                   lay.mode_strides[first:], lay.swizzle)
         out = SharedTensor.create(name, src.dtype, lay.shape[k:], sub, span=span)

@@ -30,7 +30,7 @@ from tilecraft.ir import Copy
 from tilecraft.ir import Fill as TileFill
 
 from . import rule
-from .context import LowerContext, not_lowered
+from .context import LowerContext, match_dims, not_lowered
 
 
 @rule(Copy)
@@ -41,9 +41,14 @@ def lower_copy(cx: LowerContext, op: Copy) -> list:
     if cx.is_producer(op) and dst.is_full() and src.dtype == dst.dtype:
         shape = cx.region_tile(src, span)
         tile = cx.tensor(dst.buffer, span)
+        dims = None
         if tuple(tile.shape) == shape:
+            dims = cx.dims_of(src, shape, span)
+        elif tuple(e for e in tile.shape if e != 1) == shape:  # a shared tile with unit dims
+            dims = match_dims(tuple(src.extents), tuple(tile.shape))  # None: more dims than src
+        if dims is not None:
             return [CopyAsync.create(tile, cx.tensor(src.buffer, span), offset=src.starts,
-                                     dims=cx.dims_of(src, shape, span), span=span),
+                                     dims=dims, span=span),
                     CopyAsyncCommitGroup.create(span=span), CopyAsyncWaitGroup.create(0, span=span)]
     s_reg, d_reg = cx.whole_fragment(src, span), cx.whole_fragment(dst, span)
     if d_reg is not None:
