@@ -13,6 +13,9 @@ table (time of the call, over the same call with the jit cache warm and no autot
 
 Usage: PYTHONPATH=$PWD python3 benchmarks/tune_ranking.py [--quick] [--only gemm,attention,mla]
        [--json rows.json]   (every configuration's prediction and measured time)
+       [--no-dropped]       (time only the ranked configurations)
+  --only kinds: autotune, gemm, attention, mla; attention8k and gemm_h (s8192 attention and the
+  two 28672 GEMMs of appendix H) run only when named
 The configurations recommend() drops are built and timed too where they run ("best dropped").
 """
 
@@ -42,6 +45,12 @@ def workloads(quick: bool):
     out.append(("mla decode b64 h128 s4096", "mla", flash_mla, (64, 128, 1, 4096, 512, 64), {}))
     for m, n, k in [(2048, 2048, 2048), (8192, 1024, 8192)]:
         out.append((f"gemm {m}x{n}x{k}", "gemm", matmul, (m, n, k), {}))
+    # the rest of the issue's list, selected by kind (--only attention8k,gemm_h)
+    for causal in (False, True):
+        out.append((f"attention s8192 d128 {'causal' if causal else 'full'}", "attention8k",
+                    flash_attention, (8, 64, 8192, 128, causal), {}))
+    for m, n, k in [(8192, 8192, 28672), (8192, 28672, 8192)]:
+        out.append((f"gemm {m}x{n}x{k}", "gemm_h", matmul, (m, n, k), {}))
     return out
 
 
@@ -59,7 +68,8 @@ def rank_one(label, factory, args, fixed, warmup, rep, rows_out):
     ranked = tilecraft.recommend(factory, *args, topk=10_000, **fixed)
     t_rec = time.perf_counter() - t0
     # the dropped ones too, where they build: is the best configuration among them?
-    dropped = [c for c, why in ranked.rejected if "same kernel" not in why]
+    dropped = [] if "--no-dropped" in sys.argv else \
+        [c for c, why in ranked.rejected if "same kernel" not in why]
     configs = [c.config for c in ranked] + dropped
 
     def build(config):
@@ -167,7 +177,7 @@ def main() -> None:
             print(out.stdout.rstrip() or out.stderr[-2000:], flush=True)
     results, rows = [], []
     for label, kind, factory, args, fixed in workloads(quick):
-        if only and kind not in only:
+        if (only and kind not in only) or (not only and kind in ("attention8k", "gemm_h")):
             continue
         results.append(rank_one(label, factory, args, fixed, warmup, rep, rows))
         if "--json" in sys.argv:  # every configuration's prediction and time, for calibration
