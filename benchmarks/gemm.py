@@ -1,7 +1,7 @@
 """GEMM fp16 (fp32 accumulate): tilecraft vs cuBLAS (torch) on TileLang appendix H / ANCHORS shapes.
 
-Each shape's configuration is autotuned (`tilecraft.autotune`: the recommender's TOPK best, timed;
-the winner is kept in the tune table, so a second run reads it back).
+Each shape's configuration is autotuned (`tilecraft.autotune`: the recommender's TOPK best,
+timed; the winner is kept in the tune table, so a second run reads it back).
 
 Triton runs beside them, one process, same inputs: the autotuned kernel in benchmarks/triton_peers.py
 (tc/triton = tilecraft / Triton TFLOP/s). Without triton installed its columns read n/a.

@@ -21,7 +21,7 @@ from tilecraft.options import switches_from_env
 from .space import tunable_defaults
 
 __all__ = ["Autotuned", "TuneOptions", "autotune", "check_fixed", "check_keywords",
-           "check_options"]
+           "check_options", "nothing_to_tune"]
 
 
 class TuneOptions(NamedTuple):
@@ -115,10 +115,9 @@ class Autotuned:
     @entry_point
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         options = self.options
-        if options.configs is None and options.space is None and \
-                not tunable_defaults(self.jit_factory.factory, args, kwargs):
-            # the call fixes every keyword the space would tune: the plain factory's call, and
-            # the tuner is not imported (a process that loads cached kernels never needs it)
+        if nothing_to_tune(self.jit_factory, args, kwargs, options):
+            # the plain factory's call, and the tuner is not imported (a process that loads
+            # cached kernels never needs it)
             self.last_result = None
             return self.jit_factory(*args, **kwargs)
         from . import tuner  # looked up at call time: tests stand a GPU in for its functions
@@ -137,6 +136,12 @@ class Autotuned:
                 self._memory[key] = result
         self.last_result = result
         return result.kernel
+
+
+def nothing_to_tune(jit_factory: Any, args: tuple, kwargs: dict, options: TuneOptions) -> bool:
+    """The call passes every keyword the default space would tune (no configs, no space)."""
+    return options.configs is None and options.space is None and \
+        not tunable_defaults(jit_factory.factory, args, kwargs)
 
 
 # ---- the user's mistakes ---------------------------------------------------------------------

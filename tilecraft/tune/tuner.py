@@ -36,8 +36,14 @@ from tilecraft.jit_cache import enabled as jit_cache_enabled
 from tilecraft.jit_options import call_span
 
 from . import table
-from .autotuned import Autotuned, TuneOptions, autotune, check_fixed, check_keywords
-from .space import tunable_defaults
+from .autotuned import (
+    Autotuned,
+    TuneOptions,
+    autotune,
+    check_fixed,
+    check_keywords,
+    nothing_to_tune,
+)
 from .table import Timing
 
 __all__ = [
@@ -80,8 +86,7 @@ def tune(jit_factory: Any, args: tuple, kwargs: dict, options: TuneOptions) -> T
     """Steps 1-4 of the module docstring for one call."""
     fixed = dict(kwargs)
     check_fixed(options.configs, fixed)
-    if options.configs is None and options.space is None and \
-            not tunable_defaults(jit_factory.factory, args, fixed):  # the call fixed them all
+    if nothing_to_tune(jit_factory, args, fixed, options):
         kernel = jit_factory(*args, **fixed)
         return TuneResult(kernel, {}, None, (), False, "nothing to tune", None)
     untimed = _why_untimed(jit_factory) or _single(options)
