@@ -43,7 +43,14 @@ constexpr float kLn2 = 0.6931471805599453f;
 TC_DEVICE float exp_approx(float x) { return exp2_approx(x * kLog2e); }
 TC_DEVICE float log_approx(float x) { return log2_approx(x) * kLn2; }
 TC_DEVICE float sigmoid_approx(float x) { return fmaf(0.5f, tanh_approx(0.5f * x), 0.5f); }
-TC_DEVICE float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// T.sigmoid: the hardware reciprocal (1 ulp) of 1 + expf(-x), within 4 ulp; below 2^-126 it
+// flushes to zero. An IEEE division's slow-path branch kept ptxas from interleaving the
+// elements of a row (RMSNorm+SiLU: 27 instructions an element, 67% of copy speed at 16384 wide).
+TC_DEVICE float sigmoid(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(1.0f + expf(-x)));
+  return y;
+}
 TC_DEVICE double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 TC_DEVICE float silu(float x) { return x * sigmoid(x); }
 TC_DEVICE float gelu_tanh(float x) {
