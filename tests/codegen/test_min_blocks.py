@@ -1,5 +1,6 @@
-"""Blocks of 512+ threads without tensor-core work ask for two resident blocks per SM
-(`__launch_bounds__(threads, 2)`), and fall back to one block per SM when that would spill."""
+"""Blocks without tensor-core work ask ptxas for room for 2048, then 1024 threads per SM
+(`__launch_bounds__(threads, blocks)`, as many blocks as their shared memory lets reside), each
+tried when the one before spills, and fall back to one block per SM (`gen.source`)."""
 
 import re
 import sys
@@ -19,11 +20,11 @@ def _bounds(source: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def _row_max(threads: int):
+def _row_max(threads: int, width: int = 8192):
     @T.prim_func
-    def row_max(X: T.Tensor((64, 8192), "float32"), Y: T.Tensor((64,), "float32")):
+    def row_max(X: T.Tensor((64, width), "float32"), Y: T.Tensor((64,), "float32")):
         with T.Kernel(64, threads=threads) as bx:
-            x = T.alloc_fragment((1, 8192), "float32")
+            x = T.alloc_fragment((1, width), "float32")
             m = T.alloc_fragment((1,), "float32")
             T.copy(X[bx, 0], x)
             T.reduce_max(x, m, dim=1)
@@ -32,13 +33,33 @@ def _row_max(threads: int):
     return row_max
 
 
-@pytest.mark.parametrize("threads, blocks", [(1024, 2), (512, 2), (256, 1), (128, 1)])
-def test_wide_blocks_without_tensor_cores_ask_for_two_blocks_per_sm(threads, blocks):
+@pytest.mark.parametrize("threads, ladder", [(1024, (2, 1)), (512, (4, 2, 1)),
+                                             (256, (8, 4, 1)), (128, (16, 8, 1)),
+                                             (32, (32, 1))])
+def test_blocks_without_tensor_cores_ask_for_2048_then_1024_threads_per_sm(threads, ladder):
+    gen = generate_cuda(_row_max(threads, width=1024), "sm_90a")
+    bounds = [_bounds(s) for s in (*gen.ladder_sources, gen.source)]
+    assert bounds == [(threads, b) for b in ladder]
+
+
+@pytest.mark.parametrize("threads, ladder", [(256, (4, 1)), (128, (1,))])
+def test_no_rung_whose_register_budget_a_tensor_fills(threads, ladder):
+    # 8192 float32 a row: 32 (256 threads) / 64 (128 threads) registers a thread for x alone;
+    # 8 blocks of 256 threads leave 32, 8 of 128 leave 64, 16 of 128 leave 32
     gen = generate_cuda(_row_max(threads), "sm_90a")
-    assert _bounds(gen.source) == (threads, blocks)
-    assert (gen.fallback_source is None) == (blocks == 1)
-    if gen.fallback_source is not None:
-        assert _bounds(gen.fallback_source) == (threads, 1)
+    assert [_bounds(s)[1] for s in (*gen.ladder_sources, gen.source)] == list(ladder)
+
+
+def test_the_ladder_asks_for_no_more_blocks_than_shared_memory_lets_reside():
+    @T.prim_func
+    def staged(X: T.Tensor((64, 16384), "float16"), Y: T.Tensor((64, 16384), "float16")):
+        with T.Kernel(64, threads=128) as bx:
+            s = T.alloc_shared((2, 16384), "float16")  # 64 KB: three blocks fit in 228 KB
+            T.copy(X[bx // 2 * 2, 0], s)
+            T.copy(s, Y[bx // 2 * 2, 0])
+
+    gen = generate_cuda(staged, "sm_90a")
+    assert [_bounds(s)[1] for s in (*gen.ladder_sources, gen.source)] == [3, 1]
 
 
 def test_a_1024_thread_softmax_fits_two_blocks_per_sm_without_spills():
@@ -48,7 +69,7 @@ def test_a_1024_thread_softmax_fits_two_blocks_per_sm_without_spills():
                         "sm_90a")
     compiled, source = compile_generated(gen, "sm_90a")
     res = compiled.resources
-    assert source == gen.source and res.registers <= 32  # 40 with one block per SM
+    assert source == gen.ladder_sources[0] and res.registers <= 32  # 40 with one block per SM
     assert res.spill_stores == 0 and res.spill_loads == 0
 
 
@@ -57,7 +78,7 @@ def test_tensor_core_kernels_keep_one_block_per_sm():
 
     gen = generate_cuda(matmul(1024, 1024, 1024, 128, 256, 64, num_stages=3, threads=512).func,
                         "sm_90a")
-    assert _bounds(gen.source)[1] == 1 and gen.fallback_source is None
+    assert _bounds(gen.source)[1] == 1 and gen.ladder_sources == ()
 
 
 # 48 values live at once: 32 registers per thread (two 1024-thread blocks) must spill them
@@ -77,8 +98,14 @@ many_live(const float* __restrict__ x, float* __restrict__ y) {{
 
 
 def test_a_source_that_spills_with_two_blocks_falls_back_to_one():
-    gen = GeneratedKernel("many_live", _MANY_LIVE.format(blocks=2), (), None, None,
-                          _MANY_LIVE.format(blocks=1))
+    gen = GeneratedKernel("many_live", _MANY_LIVE.format(blocks=1), (), None, None,
+                          (_MANY_LIVE.format(blocks=2),))
     compiled, source = compile_generated(gen, "sm_90a")
-    assert source == gen.fallback_source
+    assert source == gen.source
     assert compiled.resources.spill_stores == 0 and compiled.resources.registers > 32
+
+
+def test_the_one_block_source_is_kept_even_when_it_spills():
+    gen = GeneratedKernel("many_live", _MANY_LIVE.format(blocks=2), (), None, None, ())
+    compiled, source = compile_generated(gen, "sm_90a")
+    assert source == gen.source and compiled.resources.spill_stores > 0

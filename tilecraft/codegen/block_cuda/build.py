@@ -14,15 +14,17 @@ from .printer import print_cuda
 
 @dataclass(frozen=True)
 class GeneratedBlock:
-    """A printed block program, ready to compile: the entry `name`, `source`, the runtime's
-    `params` and `launch` spec, and `fallback_source` (one block per SM in __launch_bounds__)
-    when `source` asks for more."""
+    """A printed block program, ready to compile: the entry `name`, `source` (one block per SM
+    in __launch_bounds__), the runtime's `params` and `launch` spec, and `ladder_sources`: the
+    same kernel asking ptxas for more resident blocks per SM, tried first, in order
+    (`blocks_ladder`, `compile_block`). The one-block source spills when every source does, so
+    compiling it checks what runs for spills."""
 
     name: str
     source: str
     params: tuple
     launch: object
-    fallback_source: str | None = None
+    ladder_sources: tuple[str, ...] = ()
 
 
 def generate_block(program: BlockProgram, arch: str, prepared=None) -> GeneratedBlock:
@@ -34,11 +36,13 @@ def generate_block(program: BlockProgram, arch: str, prepared=None) -> Generated
     from .printer import resolve_target
 
     _check_scalars(program)
-    blocks = min_blocks_per_sm(program)
     if prepared is None:
         prepared = prepare(program, resolve_target(arch))
-    printed = print_cuda(program, arch, blocks, prepared)
+    printed = print_cuda(program, arch, 1, prepared)
     _check_shared_memory(program, printed.smem, arch)
+    one = f"__launch_bounds__({program.num_threads}, 1)"
+    ladder = tuple(printed.source.replace(one, f"__launch_bounds__({program.num_threads}, {b})")
+                   for b in blocks_ladder(program, printed.smem, resolve_target(arch))[:-1])
     params = []
     for p in program.params:
         if isinstance(p, Var):
@@ -53,20 +57,20 @@ def generate_block(program: BlockProgram, arch: str, prepared=None) -> Generated
     grid = [int(g.value) if isinstance(g, Const) else (lambda d, g=g: int(_eval(g, d)))
             for g in program.grid]
     launch = LaunchSpec(grid=tuple(grid), block=(program.num_threads,), smem=printed.smem)
-    fallback = print_cuda(program, arch, 1, prepared).source if blocks > 1 else None
-    return GeneratedBlock(printed.name, printed.source, tuple(params), launch, fallback)
+    return GeneratedBlock(printed.name, printed.source, tuple(params), launch, ladder)
 
 
 def compile_block(gen, arch: str):
-    """Compile `gen` (NVRTC); when asking for two blocks per SM makes it spill, compile the
-    one-block source instead. Returns (CompiledCubin, the source it came from)."""
+    """Compile `gen` (NVRTC): the first of its ladder sources that does not spill, else its
+    one-block source. Returns (CompiledCubin, the source it came from)."""
     from tilecraft.runtime import compile_cuda
 
-    compiled = compile_cuda(gen.source, arch, name=gen.name)
-    res = compiled.resources
-    if gen.fallback_source is not None and (res.spill_stores or res.spill_loads):
-        return compile_cuda(gen.fallback_source, arch, name=gen.name), gen.fallback_source
-    return compiled, gen.source
+    for source in (*gen.ladder_sources, gen.source):
+        compiled = compile_cuda(source, arch, name=gen.name)
+        res = compiled.resources
+        if not (res.spill_stores or res.spill_loads):
+            break
+    return compiled, source
 
 
 class BlockKernel:
@@ -122,17 +126,33 @@ def _check_shared_memory(program: BlockProgram, need: int, arch: str) -> None:
                              limit=limit, notes=((None, note),))
 
 
-def min_blocks_per_sm(program: BlockProgram) -> int:
-    """Blocks of 512+ threads without tensor-core work ask ptxas for two resident blocks per SM
-    (at most 64 / 32 registers per thread), so one block's loads overlap the other's math (a
-    1024-thread softmax over 16384-wide rows: 51% of copy speed with one block per SM, 84% with
-    two). Tensor-core kernels keep the registers their tiles need."""
-    from tilecraft.block import Dot, DotShared
+#: the threads per SM a kernel without tensor-core work asks room for, in order
+RESIDENT_THREADS = (2048, 1024)
 
-    if program.num_threads < 512 or any(isinstance(s, (Dot, DotShared))
-                                        for s in walk(program.body)):
-        return 1
-    return 2
+
+def blocks_ladder(program: BlockProgram, smem: int, target) -> tuple[int, ...]:
+    """The resident blocks per SM to ask ptxas for (`__launch_bounds__`), each tried when the
+    one before spills; the last is 1. A kernel without tensor-core work asks for room for 2048,
+    then 1024 threads per SM (at most 32, then 64 registers per thread), as many blocks as its
+    shared memory (`smem` bytes, plus the 1 KB the driver reserves per block) lets reside, so
+    some blocks' loads overlap the others' math: a 1024-thread softmax over 16384-wide rows ran
+    at 51% of copy speed with one block per SM, 84% with two; RMSNorm+SiLU over 4096-wide rows
+    on 256 threads 78% with what ptxas chose (56 registers), 92% with eight blocks
+    (benchmarks/NOTES.md, session 14). Tensor-core kernels keep the registers their tiles
+    need. A rung whose register budget is no more than the largest register tensor's 32-bit
+    words per thread would spill: it is left out (no compile)."""
+    from tilecraft.block import AllocateRegister, Dot, DotShared
+
+    body = list(walk(program.body))
+    if any(isinstance(s, (Dot, DotShared)) for s in body):
+        return (1,)
+    n = program.num_threads
+    words = max([-(-s.out.layout.local_size * s.out.dtype.bits // 32)
+                 for s in body if isinstance(s, AllocateRegister)], default=0)
+    fit = min(target.max_blocks_per_sm, target.shared_memory_per_sm // (smem + 1024))
+    ladder = {b for b in (min(fit, t // n) for t in RESIDENT_THREADS)
+              if b > 1 and target.registers_per_sm // (b * n) > words}
+    return (*sorted(ladder, reverse=True), 1)
 
 
 def build_block_kernel(program: BlockProgram, arch: str = "sm_90a",

@@ -73,20 +73,17 @@ class GeneratedKernel:
     params: tuple
     launch: object
     state: object
-    # the source with one block per SM in __launch_bounds__, when `source` asks for more
-    fallback_source: str | None = None
+    # sources asking for more blocks per SM in __launch_bounds__ than `source` (one), tried
+    # first, in order (block_cuda.build.GeneratedBlock)
+    ladder_sources: tuple[str, ...] = ()
 
 
 def compile_generated(gen: GeneratedKernel, arch: str):
-    """Compile `gen` (NVRTC); when asking for two blocks per SM makes it spill, compile the one-
-    block source instead. Returns (CompiledCubin, the source it came from)."""
-    from tilecraft.runtime import compile_cuda
+    """Compile `gen` (NVRTC) as block_cuda.build.compile_block does: the first of its ladder
+    sources that does not spill, else its one-block source. Returns (CompiledCubin, source)."""
+    from tilecraft.codegen.block_cuda.build import compile_block
 
-    compiled = compile_cuda(gen.source, arch, name=gen.name)
-    res = compiled.resources
-    if gen.fallback_source is not None and (res.spill_stores or res.spill_loads):
-        return compile_cuda(gen.fallback_source, arch, name=gen.name), gen.fallback_source
-    return compiled, gen.source
+    return compile_block(gen, arch)
 
 
 def _eval(e, dims: dict[str, int]):
@@ -128,7 +125,7 @@ def generate_cuda(func: PrimFunc, arch: str | None = None,
     state = lower(func, opts)
     gen = generate_block(lowered_program(state), opts.target.arch, state.prepared)
     return GeneratedKernel(gen.name, gen.source, gen.params, gen.launch, state,
-                           gen.fallback_source)
+                           gen.ladder_sources)
 
 
 class CudaKernel:
