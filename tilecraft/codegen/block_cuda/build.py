@@ -40,8 +40,9 @@ def generate_block(program: BlockProgram, arch: str, prepared=None) -> Generated
         prepared = prepare(program, resolve_target(arch))
     printed = print_cuda(program, arch, 1, prepared)
     _check_shared_memory(program, printed.smem, arch)
-    one = f"__launch_bounds__({program.num_threads}, 1)"
-    ladder = tuple(printed.source.replace(one, f"__launch_bounds__({program.num_threads}, {b})")
+    one = f"__launch_bounds__({program.num_threads}, 1)"  # (the printer's, once)
+    ladder = tuple(printed.source.replace(one, f"__launch_bounds__({program.num_threads}, {b})",
+                                          1)
                    for b in blocks_ladder(program, printed.smem, resolve_target(arch))[:-1])
     params = []
     for p in program.params:
