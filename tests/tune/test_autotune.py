@@ -211,6 +211,18 @@ def test_the_table_round_trips_and_a_new_object_loads_the_winner_without_timing(
     assert len(gpu) == 1  # timed once, by the first
 
 
+def test_with_the_disk_caches_off_timing_neither_reads_nor_writes_the_table(
+        gpu, cache_dir, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_JIT_CACHE", "0")
+    f = tuned(configs=CONFIGS)
+    f(N)
+    assert f.last_result.config == {"block": 64} and f.last_result.key is None
+    assert tables(cache_dir) == []
+    second = tuned(configs=CONFIGS)
+    second(N)
+    assert not second.last_result.from_table and len(gpu) == 2  # timed again
+
+
 @pytest.mark.parametrize("damage", ["not json", "an edited time"])
 def test_a_damaged_table_entry_is_a_miss_with_a_warning(gpu, cache_dir, damage):
     tuned(configs=CONFIGS)(N)

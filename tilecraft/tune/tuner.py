@@ -96,9 +96,10 @@ def tune(jit_factory: Any, args: tuple, kwargs: dict, options: TuneOptions) -> T
         return TuneResult(kernel, config, None, (), False, untimed, None)
     gpu = _gpu_name()
     configs = None if options.configs is None else list(options.configs)
-    key = table.table_key(
-        jit_factory, args, fixed, gpu, configs=configs, space=options.space, topk=options.topk
-    )
+    key = None  # no table without the disk caches (as the jit cache: jit_cache.enabled)
+    if jit_factory.cache and jit_cache_enabled():
+        key = table.table_key(jit_factory, args, fixed, gpu, configs=configs,
+                              space=options.space, topk=options.topk)
     record = table.load(key) if key is not None else None
     if record is not None:
         kernel = jit_factory(*args, **fixed, **record.config)
