@@ -56,28 +56,69 @@ def profile(fn, sync=lambda: None) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(14)
 
 
+def kernels():
+    """examples/gemm.py's 256^3 matmul four ways: with out_idx (the jit kernel) and with C
+    passed (its RuntimeKernel without out_idx), each through the compiled launcher and through
+    the Python fast path alone (runtime/native_launch.py; kernels whose first launch happens with
+    TILECRAFT_NATIVE_LAUNCH=0 keep the Python path)."""
+    from gemm import matmul
+
+    from tilecraft.runtime import RuntimeKernel, native_launch
+
+    native_launch.wait(120)
+    print(f"compiled launcher: {native_launch.status()}")
+    kernel = matmul(256, 256, 256, 128, 128, 32, num_stages=3, threads=128)
+    rk = kernel._cuda_kernel()
+
+    def plain(checker=None):
+        return RuntimeKernel(rk.compiled, rk.params, rk.launch_spec, rk.source, checker=checker)
+
+    return {"out_idx": (rk, plain(rk.checker)), "C passed": (plain(), plain())}, kernel
+
+
+def warm(made, a, b, c) -> None:
+    """First calls: the native kernel of each pair with the launcher on, the other with it off."""
+    for name, (native, python) in made.items():
+        args = (a, b) if name == "out_idx" else (a, b, c)
+        native(*args)
+        native(*args)
+        os.environ["TILECRAFT_NATIVE_LAUNCH"] = "0"
+        python(*args)
+        os.environ.pop("TILECRAFT_NATIVE_LAUNCH")
+
+
+def measure(made, a, b, c, sync=lambda: None) -> None:
+    for name, (native, python) in made.items():
+        args = (a, b) if name == "out_idx" else (a, b, c)
+        per_call(f"{name}, compiled launcher", lambda: native(*args), sync, repeats=5)
+        per_call(f"{name}, Python fast path", lambda: python(*args), sync, repeats=5)
+
+
 def gpu() -> None:
     import torch
 
-    from gemm import matmul
-    from tilecraft.runtime import RuntimeKernel
-
-    kernel = matmul(256, 256, 256, 128, 128, 32, num_stages=3, threads=128)
+    made, kernel = kernels()
     a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     b = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     c = torch.empty(256, 256, dtype=torch.float16, device="cuda")
-    rk = kernel._cuda_kernel()
-    plain = RuntimeKernel(rk.compiled, rk.params, rk.launch_spec, rk.source)  # C passed in
-    kernel(a, b)
-    plain(a, b, c)
+    warm(made, a, b, c)
     torch.cuda.synchronize()
     sync = torch.cuda.synchronize
-    per_call("with out_idx", lambda: kernel(a, b), sync, repeats=3)
-    per_call("C passed", lambda: plain(a, b, c), sync, repeats=3)
+    measure(made, a, b, c, sync)
     per_call("torch.empty only", lambda: torch.empty(256, 256, dtype=torch.float16,
                                                      device="cuda"), sync, repeats=3)
-    torch.testing.assert_close(kernel(a, b).float(), (a.float() @ b.float()), atol=0.1,
-                               rtol=0.01)
+    per_call("torch.empty_like only", lambda: torch.empty_like(c), sync, repeats=3)
+    for native, python in made.values():
+        for k in (native, python):
+            k.launch  # noqa: B018
+    want = a.float() @ b.float()
+    for k in (made["out_idx"][0], made["out_idx"][1]):
+        torch.testing.assert_close(k(a, b).float(), want, atol=0.1, rtol=0.01)
+    for k in made["C passed"]:
+        c.fill_(float("nan"))
+        k(a, b, c)
+        torch.testing.assert_close(c.float(), want, atol=0.1, rtol=0.01)
+    plain = made["C passed"][1]
     if "--parts" in sys.argv:
         parts(plain, (a, b, c), sync)
     profile(lambda: kernel(a, b), sync)
@@ -87,34 +128,28 @@ def cpu() -> None:
     os.environ.setdefault("TILECRAFT_ARCH", "sm_90a")
     import torch
 
-    from gemm import matmul
-    from tilecraft.runtime import RuntimeKernel
     from tilecraft.runtime import driver as drv_mod
     from tilecraft.runtime import launch as launch_mod
 
-    drv = install_dry_libcuda(drv_mod)
+    install_dry_libcuda(drv_mod)
     launch_mod._raw_stream = abs  # torch's current stream: a C call that returns 0
-    kernel = matmul(256, 256, 256, 128, 128, 32, num_stages=3, threads=128)
+    made, kernel = kernels()
     kernel.target = "cuda"  # CPU tensors would pick the interpreter
-    rk = kernel._cuda_kernel()
-    plain = RuntimeKernel(rk.compiled, rk.params, rk.launch_spec, rk.source)  # C passed in
-    for k in (rk, plain):
-        # CPU tensors stand for tensors on a device numbered -1 (a tensor subclass that says
-        # "cuda:0" would make every attribute read twice as slow as a real tensor's)
-        k.checker._raise_device_error = lambda args: None
-        k.checker._devices[-1] = torch.device("cpu")
+    for pair in made.values():
+        for k in pair:
+            # CPU tensors stand for tensors on a device numbered -1 (a tensor subclass that
+            # says "cuda:0" would make every attribute read twice as slow as a real tensor's)
+            k.checker._raise_device_error = lambda args: None
+            k.checker._devices[-1] = torch.device("cpu")
     a, b, c = (torch.randn(256, 256, dtype=torch.float16) for _ in range(3))
-    kernel(a, b)
-    plain(a, b, c)
-    for k in (rk, plain):  # the dry cuCtxGetCurrent writes nothing: what a real one would write
-        k._fast._direct.ctx.value = drv_mod.primary_context(-1)
-    per_call("with out_idx", lambda: kernel(a, b), repeats=5)
-    per_call("C passed", lambda: plain(a, b, c), repeats=5)
+    warm(made, a, b, c)
+    measure(made, a, b, c)
     per_call("torch.empty only (CPU)", lambda: torch.empty(256, 256, dtype=torch.float16),
              repeats=5)
+    plain = made["C passed"][1]
     if "--parts" in sys.argv:
         parts(plain, (a, b, c))
-    profile(lambda: plain(a, b, c))
+    profile(lambda: made["C passed"][0](a, b, c))
 
 
 def parts(kernel, args, sync=lambda: None) -> None:
@@ -176,16 +211,33 @@ def parts(kernel, args, sync=lambda: None) -> None:
 
 def _dry_lib():
     """libcuda's entry points for a machine without one: the tests' stand-in answers the setup
-    calls in Python; the per-launch ones (cuLaunchKernel, cuCtxGetCurrent) are `fegetround`, a C
-    function that takes no time and returns 0 (CUDA_SUCCESS), called without argtypes as the
-    launch path does."""
+    calls in Python; the per-launch ones are C functions that take no time: cuLaunchKernel is
+    `fegetround` (returns 0, CUDA_SUCCESS), called without argtypes as the launch path does;
+    cuCtxGetCurrent writes the primary context the stand-in retains for device -1 (compiled
+    here with the C compiler the compiled launcher needs)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"))
     from fake_libcuda import FakeLibcuda
 
     lib = FakeLibcuda()
     lib.cuLaunchKernel = ctypes.CDLL(None).fegetround
-    lib.cuCtxGetCurrent = ctypes.CDLL(None).fegetround  # another function object
+    lib.cuCtxGetCurrent = _current_context_function(0x1000 - 1)
     return lib
+
+
+def _current_context_function(value: int):
+    """A C function `int f(void **ctx)` writing `value` (cc); without a compiler, fegetround,
+    which writes nothing (both paths then call ensure_context at each call)."""
+    import subprocess
+    import tempfile
+
+    out = Path(tempfile.mkdtemp()) / "ctx.so"
+    src = out.with_suffix(".c")
+    src.write_text(f"int ctx(void **p) {{ if (p) *p = (void *){value}ul; return 0; }}\n")
+    try:
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(src), "-o", str(out)], check=True)
+        return ctypes.CDLL(str(out)).ctx
+    except (OSError, subprocess.CalledProcessError):
+        return ctypes.CDLL(None).fegetround
 
 
 def install_dry_libcuda(drv_mod):

@@ -15,10 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 from gemm import matmul
 
-# the runtime's path discovery (cache directory, CUDA headers) may read the environment, and
-# the autotuner (a decorator above jit: TILECRAFT_AUTOTUNE=0)
+# the runtime's path discovery (cache directory, CUDA headers) and its compiled launcher ($CC,
+# TILECRAFT_NATIVE_LAUNCH=0: how calls launch, not what is compiled) may read the environment,
+# and the autotuner (a decorator above jit: TILECRAFT_AUTOTUNE=0)
 ALLOWED = {"jit.py", "jit_cache.py", "jit_factory.py", "jit_key.py", "options.py", "targets.py",
-           "runtime/cache.py", "runtime/paths.py", "tune/tuner.py", "tune/autotuned.py"}
+           "runtime/cache.py", "runtime/paths.py", "runtime/native_launch.py", "tune/tuner.py",
+           "tune/autotuned.py"}
 
 
 def test_nothing_below_jit_reads_the_environment():

@@ -224,7 +224,7 @@ class JITKernel:
     def __call__(self, *args):
         fast = self._fast
         if fast is not None and not _interpret_forced():
-            out = fast(args, None)  # arguments of a signature the checker accepted before
+            out = fast.call(args, None)  # arguments of a signature accepted before
             if out is not NotImplemented:  # runtime/fast_call.py's MISS
                 return out
         if self._on_interpreter(args):
@@ -232,7 +232,7 @@ class JITKernel:
         kernel = self._cuda_kernel()
         out = kernel(*args)
         if fast is None:  # a hit means CUDA tensors, so "auto" picks the GPU as "cuda" does
-            self._fast = kernel.fast_call
+            self._fast = kernel._fast  # its `call` changes once the compiled launcher is built
         return out
 
     def _block_program(self):

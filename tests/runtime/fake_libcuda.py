@@ -3,8 +3,10 @@ for the launch-path tests and benchmarks/launch_profile.py --cpu on machines wit
 
 import ctypes
 
-_READ = {"pointer": ctypes.c_void_p, "int32": ctypes.c_int32, "float32": ctypes.c_float,
-         "tensormap": ctypes.c_uint64}
+_READ = {"pointer": ctypes.c_void_p, "float32": ctypes.c_float, "float64": ctypes.c_double,
+         "tensormap": ctypes.c_uint64, "bool": ctypes.c_bool,
+         **{f"{s}int{b}": getattr(ctypes, f"c_{s}int{b}")
+            for s in ("", "u") for b in (8, 16, 32, 64)}}
 
 
 class FakeLibcuda:

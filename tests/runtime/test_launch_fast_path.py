@@ -27,11 +27,23 @@ from tilecraft.runtime import driver as drv_mod
 from tilecraft.runtime.fast_call import MISS
 from tilecraft.runtime import launch as launch_mod
 from tilecraft.runtime import module as module_mod
+from tilecraft.runtime import native_launch
 
 SPAN = Span(__file__, 12, 4)
 STREAM = 0x5500
-@pytest.fixture
-def libcuda(monkeypatch):
+@pytest.fixture(params=["python", "native"])
+def libcuda(request, monkeypatch):
+    """The stand-in libcuda; each test runs with the Python fast path alone and with the
+    compiled launcher in front of it (native_launch.py)."""
+    if request.param == "python":
+        monkeypatch.setenv("TILECRAFT_NATIVE_LAUNCH", "0")
+    elif native_launch.wait(120) is None:
+        pytest.skip(f"no compiled launcher here: {native_launch.status()}")
+    return fake_driver(monkeypatch)
+
+
+def fake_driver(monkeypatch) -> FakeLibcuda:
+    """Install a FakeLibcuda as the runtime's ctypes driver (for this test)."""
     lib = FakeLibcuda()
     monkeypatch.setattr(cuda_ctypes.CUresult, "_lib", cuda_ctypes.CUresult._lib)
     drv = cuda_ctypes.CtypesDriver(lib)

@@ -25,6 +25,10 @@ checker would refuse, a tensor map that does not encode. The caller then runs th
 checker, which raises its usual error at the user's line (or accepts, launches and remembers).
 So the fast path refuses exactly what the checker refuses; data pointers, scalars and the
 current stream are read at every call, never remembered.
+
+Where the compiled launcher is built (native_launch.py), `call` is its `call`: the same checks
+against the signature last launched, made in C, and the Python call above as the fallback on
+a miss (which launches, then primes the launcher with its own signature: `_prime`).
 """
 
 from __future__ import annotations
@@ -33,11 +37,12 @@ import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import native_launch
 from .arg_plan import CallPlan, byte_range
 from .arg_values import BadScalar, scalar_value
 from .args import ArgChecker, BoundArgs
 from .driver import ensure_context
-from .fast_source import call_source
+from .fast_source import call_source, output_sizes
 from .launch import Launcher, raw_stream_function
 from .tensor_map import TensorMapError
 
@@ -62,12 +67,13 @@ class _Accepted:
     """What a remembered signature implies: where and how to launch, and the per-signature
     values (dim-bound scalars, output shapes, tensor-map shapes, byte spans)."""
 
-    __slots__ = ("device", "ends", "fixed", "function", "grid", "maps", "primary", "shapes",
-                 "where")
+    __slots__ = ("device", "ends", "fixed", "function", "grid", "key", "maps", "primary",
+                 "shapes", "where")
 
-    def __init__(self, device: int, function: Any, primary: int | None,
+    def __init__(self, key: tuple, device: int, function: Any, primary: int | None,
                  grid: tuple[int, int, int] | None, fixed: tuple, where: Any, shapes: tuple,
                  maps: tuple, ends: tuple):
+        self.key = key  # the signature (what the compiled launcher compares a call with)
         self.device = device
         self.function = function  # a ctypes handle; None: an empty grid, nothing to launch
         self.primary = primary  # the device's primary context (the one to launch in)
@@ -93,8 +99,12 @@ class FastCall:
         self._pointer_of.update({o.slot: n + k for k, o in enumerate(plan.outputs)})
         self._entries: dict[tuple, _Accepted] = {}
         self.source = ""
+        self._native: Any = None  # the compiled launcher (native_launch.py), once there is one
+        self._nstate: list[Any] = [None]  # what it is primed with
         #: call(args, stream): what the kernel returns, or MISS
         self.call = self._make_call()
+        if self._native is None and self.source and _native_fits(plan):
+            native_launch.when_ready(self)  # the build is under way: switch when it is done
 
     def remember(self, args: Sequence[Any], bound: BoundArgs,
                  grid: tuple[int, int, int] | None) -> None:
@@ -129,26 +139,77 @@ class FastCall:
             ends = tuple(end for _, end in ranges)
         if len(self._entries) >= _MAX_SIGNATURES:
             self._entries.clear()
-        self._entries[key] = _Accepted(bound.device, function, primary, grid, fixed, where,
+        self._entries[key] = _Accepted(key, bound.device, function, primary, grid, fixed, where,
                                        shapes, maps, ends)
 
     def _make_call(self) -> Callable[[Sequence[Any], int | None], Any]:
         """The call as straight-line Python written for this parameter list (`self.source`):
-        a loop over the parameters would cost a third more than the work itself."""
+        a loop over the parameters would cost a third more than the work itself. Where the
+        compiled launcher is built (native_launch.py) and fits the plan, the call is the
+        launcher's, with the Python call as its fallback."""
         self._direct = direct = self._launcher.direct()
+        mod = None
         if not self._plan.tensors or direct is None:  # nothing says where the call runs
             self.source = "def call(args, stream):\n    return MISS\n"
             env: dict[str, Any] = {"MISS": MISS}
         else:
+            mod = native_launch.module() if _native_fits(self._plan) else None
             self.source, env = call_source(self._plan, direct, self._launcher.block,
-                                           self._smem, self._pointer_of)
+                                           self._smem, self._pointer_of, native=mod is not None)
             env.update(MISS=MISS, entries=self._entries, empty=self._checker.empty,
                        raw_stream=raw_stream_function(), scalar_value=scalar_value,
                        BadScalar=BadScalar, maps_held=_maps_held, maps_encode=_maps_encode,
-                       ensure_context=ensure_context)
+                       ensure_context=ensure_context, nstate=self._nstate, prime=self._prime)
         kernel = self._checker.kernel
         exec(compile(self.source, f"<tilecraft fast call of {kernel}>", "exec"), env)
-        return env["call"]
+        if mod is None or direct is None:
+            return env["call"]
+        launch, get_ctx, self._keep = native_launch.entry_points(self._launcher._lib)
+        self._nstate[0] = None  # a new launcher: nothing primed
+        self._native = mod.Launcher(launch, get_ctx, raw_stream_function(), direct.failed, MISS,
+                                    env["call"])
+        return self._native.call  # the Python call runs where the launcher misses
+
+    def _upgrade(self) -> None:
+        """The compiled launcher is built (native_launch.when_ready): remake the call with it."""
+        self.call = self._make_call()
+
+    def _prime(self, entry: _Accepted, pointers: tuple[int, ...], nkey: Any) -> None:
+        """Give the compiled launcher the signature the Python call just launched (`entry`,
+        whose tensor maps are those of `pointers`); the caller holds the block's lock, so the
+        block's slots are this launch's. `nkey`: what `self._nstate` records for it."""
+        plan, key = self._plan, entry.key
+        tensors = tuple((t.arg, t.slot, *key[5 * k:5 * k + 3],
+                         None if t.contiguous else key[5 * k + 3], key[5 * k + 4], t.align or 0)
+                        for k, t in enumerate(plan.tensors))
+        scalars = tuple((s.arg, s.slot, _NATIVE_KINDS[s.param.kind])
+                        for s in plan.scalars if s.arg is not None)
+        outputs = tuple((o.slot, output_sizes(o, entry.shapes[k]), o.dtype, entry.where)
+                        for k, o in enumerate(plan.outputs))
+        pairs = tuple((i, j, entry.ends[i], entry.ends[j]) for i, j in plan.pairs)
+        pinned = tuple((src, pointers[src]) for _, src, _, _ in entry.maps)
+        block = self._launcher.params
+        spans = tuple((ctypes.addressof(s), ctypes.sizeof(s))
+                      for s in (block.slot(i) for i in range(len(block.kinds))))
+        self._native.prime((len(plan.caller_params), tensors, scalars, outputs, pairs, pinned,
+                            self._checker.empty, entry.device, entry.function.value,
+                            entry.primary, entry.grid, self._launcher.block, self._smem,
+                            spans))
+        self._nstate[0] = nkey
+
+
+#: the passed scalars' kinds the compiled launcher converts (launch_native.c's K_*)
+_NATIVE_KINDS = {k: i for i, k in enumerate(("int8", "int16", "int32", "int64", "uint8",
+                                             "uint16", "uint32", "uint64", "float32",
+                                             "float64"))}
+
+
+def _native_fits(plan: CallPlan) -> bool:
+    """Whether the compiled launcher can take calls of `plan` (fewer than 64 pointers and
+    scalars; passed scalars of the kinds it converts) and is switched on."""
+    passed = [s for s in plan.scalars if s.arg is not None]
+    return (native_launch.enabled() and len(plan.tensors) + len(plan.outputs) <= 64
+            and len(passed) <= 64 and all(s.param.kind in _NATIVE_KINDS for s in passed))
 
 
 def _maps_held(entry: _Accepted, pointers: tuple[int, ...], block: Any) -> bool:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .arg_plan import CallPlan
+from .arg_plan import CallPlan, OutputSlot
 from .launch import DirectLaunch
 
 
@@ -58,9 +58,23 @@ def signature_source(plan: CallPlan) -> str:
                      for k, t in enumerate(plan.tensors)) + ","
 
 
+def output_sizes(out: OutputSlot, shape: tuple[int, ...]) -> tuple:
+    """The positional arguments of `empty` for output `out`, bound to `shape`, as the generated
+    call passes them: `()` for a 0-d output, the packed byte count of a static packed one."""
+    dims = out.param.shape
+    if not dims:
+        return ((),)
+    if all(isinstance(d, int) for d in dims):
+        return tuple(out.size({}))
+    return tuple(shape)
+
+
 def call_source(plan: CallPlan, direct: DirectLaunch, block: tuple[int, int, int], smem: int,
-                pointer_of: dict[int, int]) -> tuple[str, dict[str, Any]]:
-    """(source of `call`, the names it reads that are this kernel's own)."""
+                pointer_of: dict[int, int], native: bool = False) -> tuple[str, dict[str, Any]]:
+    """(source of `call`, the names it reads that are this kernel's own). `native`: the call is
+    the compiled launcher's fallback (native_launch.py); after each launch it primes the
+    launcher with the signature it launched unless that one is primed already (`nstate`,
+    `prime`: fast_call.py's)."""
     slots = direct.block
     n = len(plan.tensors)
     names = [f"a{i}" for i in range(len(plan.caller_params))]
@@ -139,6 +153,11 @@ def call_source(plan: CallPlan, direct: DirectLaunch, block: tuple[int, int, int
                    f"            if not maps_held(entry, {listed}, block):",
                    "                return MISS",
                    "            block.maps_key = maps_key"]
+    primes = []
+    if native:  # the maps' addresses are part of what is primed (the block holds their maps)
+        key = "maps_key" if plan.maps else "entry"
+        primes = [f"        if not err and nstate[0] != {key}:",
+                  f"            prime(entry, {listed}, {key})"]
     bx, by, bz = block
     lines += [
         "    if stream is None:",
@@ -153,6 +172,7 @@ def call_source(plan: CallPlan, direct: DirectLaunch, block: tuple[int, int, int
         "            ensure_context(entry.device)",
         "        gx, gy, gz = entry.grid",
         f"        err = cu_launch(function, gx, gy, gz, {bx}, {by}, {bz}, {smem}, s, params, None)",
+        *primes,
         "    finally:",
         "        release()",
         "    if err:",

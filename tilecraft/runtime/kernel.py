@@ -18,7 +18,8 @@ TC309), torch's current stream by one direct call, and `Launcher.launch` (launch
 the values into a prebuilt parameter block. The block is checked once, when the kernel is made
 (TC310). Later calls with that signature (per tensor: dtype, shape, strides, device) take the fast
 path (fast_call.py): data pointers, scalars, outputs and one cuLaunchKernel, about 2-3 us of
-Python; anything it does not know goes back to the checker, so errors are the checker's.
+Python, or under 1 us through the compiled launcher (native_launch.py) where a C compiler built
+it; anything they do not know goes back to the checker, so errors are the checker's.
 """
 
 from __future__ import annotations
