@@ -347,8 +347,9 @@ def resolve_target(target):
 
 
 def refined(cond, ranges: dict) -> dict:
-    """Tighter intervals that `cond` proves inside `if (cond)`: for `v + c < n` (and <=) with a
-    constant n, v <= n - 1 - c (the pipeline's `if ko + 2 < n` refills)."""
+    """Tighter intervals that `cond` proves inside `if (cond)`: for `a * v + c < n` (and <=)
+    with constants a > 0 and n, v <= (n - 1 - c) // a (the pipeline's `if ko + 2 < n` refills;
+    `k2 * 2 + 3 < n` where unroll_pairs runs two iterations a trip)."""
     from tilecraft.ir.expr import Compare
     from tilecraft.ir.simplify import linear_form
 
@@ -359,9 +360,9 @@ def refined(cond, ranges: dict) -> dict:
     if rhs is None or form is None or len(form[0]) != 1:
         return {}
     (v, coeff), = form[0].items()
-    if not isinstance(v, Var) or coeff != 1 or v not in ranges:
+    if not isinstance(v, Var) or not isinstance(coeff, int) or coeff < 1 or v not in ranges:
         return {}
-    hi = rhs - form[1] - (1 if cond.op == "<" else 0)
+    hi = (rhs - form[1] - (1 if cond.op == "<" else 0)) // coeff
     lo, old = ranges[v]
     return {v: (lo, min(old, hi))} if min(old, hi) >= lo else {}
 
