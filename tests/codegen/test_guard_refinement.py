@@ -5,7 +5,6 @@ per-chunk bounds test there. unroll_pairs writes the refills of two iterations a
 the quantized matmul's X and W tiles kept a compare-and-select per 16-byte chunk."""
 
 import itertools
-import os
 
 import pytest
 
@@ -40,14 +39,15 @@ def test_a_negative_coefficient_or_two_variables_refine_nothing():
 
 
 def test_the_quantized_matmul_refills_copy_without_bounds_tests():
-    os.environ.setdefault("TILECRAFT_ARCH", "sm_90a")
     from tilecraft.codegen.cuda.build import generate_cuda
+    from tilecraft.options import CompileOptions
     from tilecraft.quant.qmm import choose_config
     from tilecraft.quant.qmm_kernel import qmm_kernel
 
-    for M in (4096, 16):
-        cfg = choose_config(M, 8192, 8192, 4, 128, "uint4")
-        k = qmm_kernel(M, 8192, 8192, "uint4", "float16", 128, 0, True, False, **cfg)
-        source = generate_cuda(k.func, "sm_90a").source
+    cp_async = CompileOptions.for_arch("sm_90a").replace(tma=False)  # (TMA has no guards)
+    for wtype, bits, M in (("uint4", 4, 4096), ("uint4", 4, 16), ("uint1", 1, 16)):
+        cfg = choose_config(M, 8192, 8192, bits, 128, wtype)
+        k = qmm_kernel(M, 8192, 8192, wtype, "float16", 128, 0, True, False, **cfg)
+        source = generate_cuda(k.func, options=cp_async).source
         assert "cp_async_16" in source
-        assert "bounds-checked" not in source, M
+        assert "bounds-checked" not in source, (wtype, M)

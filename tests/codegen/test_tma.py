@@ -31,12 +31,16 @@ def _gen(*shape, arch="sm_90a", cfg=(128, 256, 64, 4, 256), **switches):
 def test_gemm_tiles_come_by_tma(switches):
     gen = _gen(1024, 1024, 1024, **switches)
     maps = [p for p in gen.params if isinstance(p, TensorMapParam)]
+    # B's (64, 256) tile is 4 column blocks of 64: one box of the view that puts the blocks
+    # outermost (split=64), its column start bx * 256 a multiple of 64
     assert maps == [TensorMapParam("A_tmap0", "A", (128, 64), 128),
-                    TensorMapParam("B_tmap1", "B", (64, 64), 128)]
+                    TensorMapParam("B_tmap1", "B", (4, 64, 64), 128, split=64)]
     body = gen.source.split('extern "C"')[1]
     assert "const __grid_constant__ tc::TensorMap A_tmap0" in body
-    # 3 stages ahead in the prologue and one refill in the loop: 1 box of A, 4 of B each
-    assert body.count("tc::tma_load(") == 4 * 5
+    # 3 stages ahead in the prologue and one refill in the loop: 1 box of A, 1 of B each
+    assert body.count("tc::tma_load(") == 4 * 2
+    assert "tc::tma_load(B_shared_p0_, B_tmap1, &A_shared_full_[0], 0, (int)(0), " \
+           "(int)(bx_ * 256 / 64));" in body
     assert body.count("tc::mbarrier_arrive_expect_tx(&A_shared_full_[") == 4
     assert "tc::mbarrier_arrive_expect_tx(&A_shared_full_[(ko_ + 3) % 4], 49152);" in body
     assert "cp_async_16" not in body
@@ -98,3 +102,27 @@ def test_without_tma_the_wgmma_mainloop_keeps_cp_async_groups_one_dot_in_flight(
     loop = gen.source.split("for (int ko_")[1].split("tc::wgmma_wait<0>")[0]
     assert loop.count("__syncthreads();") == 1 and "tc::cp_async_wait<1>();" in loop
     assert "tc::wgmma_wait<1>();" in loop and "tc::tma_load(" not in loop
+
+
+def test_qmm_weight_bytes_come_by_tma_unless_the_copy_disables_it():
+    """The quantized matmul's packed weight tile (8-bit, staged by its T.Pipelined loop) is
+    swizzled and TMA-loaded on sm_90a, one box for all its column blocks; with
+    `T.copy(..., disable_tma=True)` (qmm's tma=False) both tiles move by cp.async and the weight
+    tile stays row-major."""
+    from tilecraft.quant.qmm import choose_config
+    from tilecraft.quant.qmm_kernel import qmm_kernel
+
+    cfg = choose_config(4096, 8192, 8192, 4, 128, "uint4")
+    for tma in (True, False):
+        k = qmm_kernel(4096, 8192, 8192, "uint4", "float16", 128, 0, True, False,
+                       **{**cfg, "tma": tma})
+        gen = generate_cuda(k.func, "sm_90a")
+        maps = {p.tensor: p for p in gen.params if isinstance(p, TensorMapParam)}
+        if tma:
+            assert maps["Wp"] == TensorMapParam("Wp_tmap1", "Wp", (4, 8, 128), 128, split=128)
+            assert "1 TMA box of 4 column blocks of 8x128" in gen.source
+            assert "cp_async_16" not in gen.source
+        else:
+            assert not maps and "cp_async_16" in gen.source
+            assert "W_s_stages = allocate_shared(uint8[4, 8, 512], layout=row_major" in gen.source
+        assert "disable_tma=True" in k.func.script() if not tma else True

@@ -55,15 +55,18 @@ def test_rewriting_the_register_a_of_a_pending_dot_is_tc611_at_the_writer():
 
 
 def _main_loop(lines: list[str]) -> list[str]:
-    """The instructions of the largest backward branch's body."""
+    """The instructions of the backward branch's body with the most HGMMAs, the shortest of
+    those (an mbarrier's out-of-line retry, placed after the loop, jumps back into it: its
+    span holds the loop's HGMMAs too, and the code after the loop)."""
     addr = [int(re.search(r"/\*([0-9a-f]{4,})\*/", ln).group(1), 16) for ln in lines]
-    best = None
+    best, best_key = None, None
     for i, ln in enumerate(lines):
         m = re.search(r"BRA 0x([0-9a-f]+)", ln)
         if m and int(m.group(1), 16) < addr[i]:
             j = addr.index(int(m.group(1), 16))
-            if best is None or i - j > best[1] - best[0]:
-                best = (j, i)
+            key = (sum("HGMMA" in x for x in lines[j:i + 1]), -(i - j))
+            if best_key is None or key > best_key:
+                best, best_key = (j, i), key
     assert best is not None, "no loop"
     return lines[best[0]:best[1] + 1]
 

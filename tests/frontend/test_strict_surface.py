@@ -164,12 +164,12 @@ def test_wrong_argument_count_is_a_located_error_not_a_type_error(factory, words
 
 
 # ---- TileLang keywords tilecraft does not implement (TC113) ---------------------------------
-def copy_disable_tma():
+def copy_coalesced_width():
     @T.prim_func
     def k(A: T.Tensor((64, 64), "float16")):
         with T.Kernel(1, threads=128) as bx:
             S = T.alloc_shared((64, 64), "float16")
-            T.copy(A, S, disable_tma=True)  # ERR
+            T.copy(A, S, coalesced_width=8)  # ERR
 
     return k
 
@@ -259,7 +259,7 @@ def alloc_shared_in_registers():
 
 @pytest.mark.parametrize("factory, hint", [
     (alloc_shared_in_registers, "T.alloc_fragment / T.alloc_local"),
-    (copy_disable_tma, "TILECRAFT_TMA=0"),
+    (copy_coalesced_width, "vector widths"),
     (copy_eviction_policy, "eviction"),
     (gemm_k_pack, "AMD MFMA option"),
     (gemm_wg_wait, "wgmma"),

@@ -38,7 +38,7 @@ def test_maps_are_not_passed_by_the_caller():
 def test_a_launch_makes_the_map_from_the_tensor_address(monkeypatch):
     made = []
 
-    def fake_encode(address, dtype, shape, box, swizzle, name):
+    def fake_encode(address, dtype, shape, box, swizzle, name, split=0):
         made.append((address, dtype, tuple(shape), box, swizzle))
         return (ctypes.c_uint64 * 16)(*range(16))
 
@@ -65,4 +65,38 @@ def test_a_misaligned_tensor_is_refused_naming_it():
 
 def test_map_params_round_trip_through_json():
     p = PARAMS[2]
+    assert _param(_param_json(p)) == p
+
+
+def test_a_split_view_puts_the_column_blocks_outermost():
+    # a (512, 1024) byte tensor seen as (1024 / 128 blocks, 512 rows, 128 bytes): one box of
+    # (4, 8, 128) lands as 4 column blocks of 8 x 128, one after the other
+    assert tm.split_view((512, 1024), 128, 1) == ([8, 512, 128], [128, 1024])
+    assert tm.split_view((4, 16, 256), 64, 2) == ([4, 4, 16, 64], [128, 8192, 512])
+
+
+def test_a_split_map_gives_the_driver_the_view(monkeypatch):
+    from tilecraft.runtime import driver
+
+    seen = {}
+
+    class Lib:
+        def cuTensorMapEncodeTiled(self, blob, code, rank, address, dims, strides, boxes, *rest):
+            seen.update(rank=rank, dims=list(dims), strides=list(strides), boxes=list(boxes))
+            return 0
+
+    class Drv:
+        lib = Lib()
+
+    monkeypatch.setattr(driver, "driver_module", lambda: Drv())
+    tm.encode(0x1000, "uint8", (512, 1024), (4, 8, 128), 128, "W", split=128)
+    # innermost first, as the driver takes them
+    assert seen == {"rank": 3, "dims": [128, 512, 8], "strides": [1024, 128],
+                    "boxes": [128, 8, 4]}
+    with pytest.raises(tm.TensorMapError, match="not a multiple of 128"):
+        tm.encode(0x1000, "uint8", (512, 1000), (4, 8, 128), 128, "W", split=128)
+
+
+def test_a_split_map_round_trips_through_the_record():
+    p = TensorMapParam("W_tmap", "W", (4, 8, 128), 128, 128)
     assert _param(_param_json(p)) == p

@@ -64,7 +64,8 @@ def instruction_str(s: bi.Instruction) -> str:
     if isinstance(s, (tr.StoreGlobal, tr.StoreShared)):
         return f"{s.NAME}({s.src.name}, {s.dst.name}, {_offset(s)})"
     if isinstance(s, tr.CopyAsync):
-        return f"copy_async({s.dst.name}, {s.src.name}, {_offset(s)})"
+        tail = "" if s.bulk_ok else ", disable_tma=True"
+        return f"copy_async({s.dst.name}, {s.src.name}, {_offset(s)}{tail})"
     if isinstance(s, tr.SharedSlice):
         lead = ", ".join(expr_str(o) for o in s.offset[: s.src.ndim - s.out.ndim])
         return f"{s.out.name} = shared_slice({s.src.name}, [{lead}])"

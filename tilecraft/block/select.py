@@ -112,7 +112,7 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
         elif isinstance(s, CopyAsync):
             plan = select_copy_async(s, lets)
         elif isinstance(s, CopyAsyncBulk):
-            plan = select_tma(s.dst, s.src, s.dims)
+            plan = select_tma(s.dst, s.src, s.dims, s.offset)
         elif isinstance(s, Cast):
             plan = select_cast(s, target)  # fast register casts (select_cast.py)
         elif isinstance(s, (LoadGlobal, StoreGlobal, LoadShared, StoreShared)):

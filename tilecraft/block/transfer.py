@@ -163,6 +163,8 @@ class CopyAsync(Tiled):
     offset: tuple[Expr, ...]
     dims: tuple[int, ...]
     span: Span | None = field(default=None, compare=False)
+    #: whether pipelining may make it a TMA load (T.copy's disable_tma=True: False)
+    bulk_ok: bool = True
     NAME: ClassVar[str] = "copy_async"
     TILE: ClassVar[str] = "dst"
     WRITES: ClassVar[str] = "dst"

@@ -83,7 +83,8 @@ def _arg(v) -> str:
 
 def _tileop(s) -> str:
     if isinstance(s, Copy):
-        return f"T.copy({region_str(s.src)}, {region_str(s.dst)})"
+        tail = ", disable_tma=True" if s.disable_tma else ""
+        return f"T.copy({region_str(s.src)}, {region_str(s.dst)}{tail})"
     if isinstance(s, Gemm):
         opts = [f"{k}=True" for k in ("transpose_A", "transpose_B", "clear_accum") if getattr(s, k)]
         opts.append(f"policy=T.GemmWarpPolicy.{s.policy}")

@@ -35,11 +35,13 @@ class TileOp(Stmt):
 
 @dataclass(frozen=True)
 class Copy(TileOp):
-    """`T.copy(src, dst)`: element-wise copy (with a dtype cast) between two regions."""
+    """`T.copy(src, dst)`: element-wise copy (with a dtype cast) between two regions;
+    `disable_tma`: never a TMA load (a T.Pipelined loop's producer then moves by cp.async)."""
 
     src: BufferRegion
     dst: BufferRegion
     span: Span | None = field(default=None, compare=False)
+    disable_tma: bool = False
 
     def reads(self):
         return (self.src,)

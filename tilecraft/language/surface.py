@@ -25,9 +25,9 @@ from tilecraft.diagnostics import TilecraftError, at_span, current_span
 from tilecraft.diagnostics.errors import caller_span, entry_point
 
 _DROP = "; drop it"
-_TMA = ("tilecraft chooses TMA itself, only where it is legal (whole swizzled 16-bit tiles "
-        "loaded in a T.Pipelined loop on sm_90a), and TILECRAFT_TMA=0 turns it off for a build"
-        + _DROP)
+_TMA = ("tilecraft chooses TMA itself, only where it is legal (whole swizzled 16-bit tiles, "
+        "and staged 8-bit ones, loaded in a T.Pipelined loop on sm_90a), and TILECRAFT_TMA=0 "
+        "turns it off for a build" + _DROP)
 _ANNOTATIONS = "tilecraft reads no per-op annotations" + _DROP
 _PARALLEL = {
     "coalesced_width": ((None,), "tilecraft picks vector widths from the inferred layouts" + _DROP),
@@ -54,7 +54,6 @@ TILELANG_ONLY: dict[str, dict[str, tuple[tuple, str]]] = {
     "copy": {
         "coalesced_width": ((None,), "tilecraft picks vector widths from the layouts of both "
                             "sides (16-byte accesses where the tile allows)" + _DROP),
-        "disable_tma": ((False,), _TMA),
         "eviction_policy": ((None,), "tilecraft emits no cache eviction hints" + _DROP),
         "annotations": ((None,), _ANNOTATIONS),
         "loop_layout": ((None,), "fix the layout of the fragment side with T.annotate_layout"),

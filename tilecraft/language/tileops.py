@@ -80,15 +80,18 @@ def _regions(a, b, what: str) -> tuple[BufferRegion, BufferRegion]:
     return ra, to_region(b, ra, what)
 
 
-def copy(src, dst) -> None:
-    """Copy a tile between any two of global / shared / fragment / local (casting the dtype)."""
+def copy(src, dst, *, disable_tma: bool = False) -> None:
+    """Copy a tile between any two of global / shared / fragment / local (casting the dtype).
+    `disable_tma=True`: a global -> shared copy a T.Pipelined loop issues ahead moves by
+    cp.async even where a TMA load could (sm_90a): for small tiles its lower latency can win."""
     b = in_kernel("T.copy")
+    disable_tma = flag(disable_tma, "disable_tma")
     s, d = _regions(src, dst, "copy")
     ss, ds = s.squeezed_shape(), d.squeezed_shape()
     if _static(ss) and _static(ds) and ss != ds:
         raise TilecraftError("TC204", src=s.buffer.name, src_shape=list(s.extents),
                              dst=d.buffer.name, dst_shape=list(d.extents))
-    b.emit(Copy(s, d))
+    b.emit(Copy(s, d, disable_tma=disable_tma))
 
 
 def _static(shape) -> bool:

@@ -229,7 +229,8 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
     # TMA (one thread, stages on mbarriers) when every copy can be one; with the lone dot the
     # stages are freed by "empty" mbarriers every warp arrives on, not by a CTA barrier
     tma = cfg.tma and all(
-        select_tma(p.copy.dst, p.copy.src, p.copy.dims) is not None for p in producers)
+        p.copy.bulk_ok and select_tma(p.copy.dst, p.copy.src, p.copy.dims) is not None
+        for p in producers)
     span = loop.span
     for p in producers:
         tile = p.copy.dst

@@ -123,7 +123,10 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     wgmma left in flight while the next step dequantizes: pipeline_copies); K split in two
     when the blocks would not cover the SMs. The decode loop unrolls its stages where the cast
     is short (1-4- and 8-bit integers, float4), else two steps: longer bodies unrolled by four
-    overflow the instruction cache (float6_e3m2: 96 -> 134 us). `wtype`: the weight type."""
+    overflow the instruction cache (float6_e3m2: 96 -> 134 us). The k steps' tiles move by TMA
+    on sm_90a (one load per tile and stage; cp.async for 1- and 2-bit weights at decode, whose
+    small tiles TMA made 7-15% slower on the H200: benchmarks/NOTES.md, session 15). `wtype`:
+    the weight type."""
     if M > 16:
         BM = 256 if M >= 512 else 128 if M > 64 else 64
         cfg = dict(BM=BM, warps=8, rows=1, BK=64, stages=4 if BM == 256 else 3, split=1)
@@ -149,7 +152,7 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     t = resolve(wtype) if wtype is not None else None
     short = bits in (1, 2, 3, 4, 8) and (t is None or t.is_integer or bits == 4)
     return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split,
-                acc_scale=acc_scale, unroll=stages if short else 2)
+                acc_scale=acc_scale, unroll=stages if short else 2, tma=bits > 2)
 
 
 _PLANS: dict = {}  # (shapes, types, options) -> (kernel, reduce kernel or None, split)

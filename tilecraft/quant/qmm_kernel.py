@@ -22,7 +22,7 @@ def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
 @tilecraft.jit
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
-               acc_scale=False, zero_products=True, unroll=0):
+               acc_scale=False, zero_products=True, unroll=0, tma=True):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
@@ -31,7 +31,8 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     join the products too: sum (q - z) x = sum q x - z sum x, the sums of X's rows over the group
     by the same mma on a tile of ones (an HMMA per k16 instead of an HADD2 per two weights;
     `zero_products=False` keeps the subtraction). `unroll`: k steps the CUDA compiler unrolls
-    (the stages: constant stage addresses)."""
+    (the stages: constant stage addresses). `tma=False`: the k steps' tiles move by cp.async
+    even on sm_90a (T.copy's disable_tma)."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -79,8 +80,8 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 T.clear(xsum)
             for k in T.Pipelined(KS // BK, num_stages=stages, unroll=unroll):
                 kk = bs * (KS // BK) + k
-                T.copy(X[bm * BM, kk * BK], X_s)
-                T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s)
+                T.copy(X[bm * BM, kk * BK], X_s, disable_tma=not tma)
+                T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s, disable_tma=not tma)
                 for j in steps:  # a Python list: unrolled at parse time (constant offsets)
                     if planes:  # each plane cast (times its weight 2^shift), the sum
                         w = None

@@ -239,4 +239,4 @@ def _map_plan(slot: int, p: TensorMapParam, params: tuple[Param, ...]) -> MapSlo
     (s, t), = found
     if t.strides is not None:
         raise ValueError(f"tensor map `{p.name}`: `{p.tensor}` must be contiguous")
-    return MapSlot(slot, s, t, TensorMapEncoder(t.dtype, p.box, p.swizzle, t.name))
+    return MapSlot(slot, s, t, TensorMapEncoder(t.dtype, p.box, p.swizzle, t.name, p.split))

@@ -197,12 +197,14 @@ class TensorMapParam:
     """A TMA tensor map of tensor parameter `tensor` (tensor_map.py), passed by value and made at
     launch from the tensor's address and shape; the caller does not pass it. `box`: the box one
     load moves, in the tensor's dimension order (outermost first); `swizzle`: its shared-memory
-    swizzle in bytes (0, 32, 64 or 128)."""
+    swizzle in bytes (0, 32, 64 or 128); `split` > 0: the map views the innermost dim L as
+    (L / split, outermost; split, innermost), and `box` is in that view's order."""
 
     name: str
     tensor: str
     box: tuple[int, ...]
     swizzle: int = 0
+    split: int = 0
 
 
 Param = TensorParam | ScalarParam | TensorMapParam

@@ -222,7 +222,8 @@ def _param(data: dict) -> Param:
             raise TypeError(f"align {align!r}")
         return TensorParam(data["name"], data["dtype"], tuple(data["shape"]), strides, align)
     if data["param"] == "tensormap":
-        return TensorMapParam(data["name"], data["tensor"], tuple(data["box"]), data["swizzle"])
+        return TensorMapParam(data["name"], data["tensor"], tuple(data["box"]), data["swizzle"],
+                              int(data["split"]))
     return ScalarParam(data["name"], data["kind"], data["dim"])
 
 

@@ -33,9 +33,11 @@ def element_bytes(dtype: str) -> int:
     return _DTYPES[dtype][1]
 
 
-def check_static(dtype: str, shape: Sequence[int], box: Sequence[int], swizzle: int) -> str | None:
-    """Why a contiguous tensor of `shape` cannot get this map, or None when it can (the checks
-    that do not depend on the address)."""
+def check_static(dtype: str, shape: Sequence[int], box: Sequence[int], swizzle: int,
+                 strides: Sequence[int] | None = None) -> str | None:
+    """Why a tensor of `shape` (contiguous, or with these byte `strides` of all but its
+    innermost dim, outermost first) cannot get this map, or None when it can (the checks that
+    do not depend on the address)."""
     if dtype not in _DTYPES:
         return f"no tensor map element type for {dtype}"
     if not 1 <= len(shape) <= 5 or len(box) != len(shape):
@@ -47,11 +49,13 @@ def check_static(dtype: str, shape: Sequence[int], box: Sequence[int], swizzle: 
         return f"box {tuple(box)}: the innermost side must be a multiple of 16 bytes"
     if swizzle not in _SWIZZLE or (swizzle and box[-1] * size > swizzle):
         return f"box {tuple(box)}: the innermost side exceeds the {swizzle}-byte swizzle"
-    stride = size
-    for d in reversed(shape[1:]):
-        stride *= d
-        if stride % 16 or stride >= 1 << 40:
-            return f"shape {tuple(shape)}: row strides must be multiples of 16 bytes"
+    if strides is None:
+        strides, stride = [], size
+        for d in reversed(shape[1:]):
+            stride *= d
+            strides.append(stride)
+    if any(st % 16 or st >= 1 << 40 for st in strides):
+        return f"shape {tuple(shape)}: row strides must be multiples of 16 bytes"
     if any(d >= 1 << 31 for d in shape):  # the loads' coordinates are signed 32-bit
         return f"shape {tuple(shape)}: dims must be below 2^31"
     return None
@@ -60,8 +64,10 @@ def check_static(dtype: str, shape: Sequence[int], box: Sequence[int], swizzle: 
 class TensorMapEncoder:
     """Makes (and caches) the tensor maps of one kernel parameter."""
 
-    def __init__(self, dtype: str, box: Sequence[int], swizzle: int, name: str = "tensor"):
+    def __init__(self, dtype: str, box: Sequence[int], swizzle: int, name: str = "tensor",
+                 split: int = 0):
         self.dtype, self.box, self.swizzle, self.name = dtype, tuple(box), swizzle, name
+        self.split = split  # > 0: the innermost dim viewed as (L / split outermost, split)
         self._cache: dict[tuple, Any] = {}
 
     def __call__(self, address: int, shape: Sequence[int]) -> Any:
@@ -71,14 +77,40 @@ class TensorMapEncoder:
             if len(self._cache) >= 64:
                 self._cache.clear()
             blob = self._cache[key] = encode(address, self.dtype, shape, self.box, self.swizzle,
-                                             self.name)
+                                             self.name, self.split)
         return blob
 
 
+def split_view(shape: Sequence[int], split: int, size: int) -> tuple[list[int], list[int]]:
+    """(dims, byte strides of all but the innermost), outermost first, of a contiguous tensor of
+    `shape` whose innermost dim L is viewed as (L / split, outermost; split, innermost): the
+    view one TMA box of several column blocks reads (the blocks land one after the other)."""
+    *outer, inner = (int(d) for d in shape)
+    strides, s = [], size
+    for d in reversed([*outer[1:], inner]):
+        s *= d
+        strides.append(s)
+    strides.reverse()  # of outer[0..], outermost first
+    return [inner // split, *outer, split], [split * size, *strides]
+
+
 def encode(address: int, dtype: str, shape: Sequence[int], box: Sequence[int], swizzle: int,
-           name: str = "tensor") -> Any:
-    """The CUtensorMap of a contiguous tensor at `address`: a ctypes array of 16 uint64."""
-    why = check_static(dtype, shape, box, swizzle)
+           name: str = "tensor", split: int = 0) -> Any:
+    """The CUtensorMap of a contiguous tensor at `address`: a ctypes array of 16 uint64.
+    `split` > 0: of its `split_view` (`box` in that view's order)."""
+    if split and int(shape[-1]) % split:
+        raise TensorMapError(f"`{name}`: its last dim {shape[-1]} is not a multiple of {split}")
+    size = _DTYPES[dtype][1] if dtype in _DTYPES else 1
+    if split:
+        dims, strides = split_view(shape, split, size)
+    else:
+        dims = [int(d) for d in shape]
+        strides, s = [], size
+        for d in reversed(dims[1:]):
+            s *= d
+            strides.append(s)
+        strides.reverse()
+    why = check_static(dtype, dims, box, swizzle, strides)
     if why is not None:
         raise TensorMapError(f"`{name}`: {why}")
     if address % 16:
@@ -88,19 +120,15 @@ def encode(address: int, dtype: str, shape: Sequence[int], box: Sequence[int], s
     lib = getattr(driver_module(), "lib", None)
     if lib is None:
         raise TensorMapError("tensor maps need libcuda (the ctypes driver)")
-    code, size = _DTYPES[dtype]
-    rank = len(shape)
+    code = _DTYPES[dtype][0]
+    rank = len(dims)
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-    dims = (u64 * rank)(*reversed([int(d) for d in shape]))
-    strides, s = [], size
-    for d in reversed(shape[1:]):
-        s *= int(d)
-        strides.append(s)
-    gstrides = (u64 * max(1, rank - 1))(*strides)
+    gdims = (u64 * rank)(*reversed(dims))
+    gstrides = (u64 * max(1, rank - 1))(*reversed(strides))
     boxes = (u32 * rank)(*reversed([int(b) for b in box]))
     ones = (u32 * rank)(*[1] * rank)
     blob = (u64 * (MAP_BYTES // 8))()
-    err = lib.cuTensorMapEncodeTiled(blob, code, rank, address, dims, gstrides, boxes, ones, 0,
+    err = lib.cuTensorMapEncodeTiled(blob, code, rank, address, gdims, gstrides, boxes, ones, 0,
                                      _SWIZZLE[swizzle], _L2_256B, 0)
     if err:
         from .cuda_ctypes import CUresult

@@ -53,8 +53,8 @@ def generate_block(program: BlockProgram, arch: str, prepared=None) -> Generated
             params.append(TensorParam(p.buffer.name, p.dtype.name, shape,
                                       align=printed.align.get(p.buffer.name, 0)))
     params += [ScalarParam(v.name, "int32", dim=v.name) for v in printed.dims]
-    params += [TensorMapParam(m, tensor, box, swizzle)
-               for m, (tensor, box, swizzle) in printed.maps.items()]
+    params += [TensorMapParam(m, tensor, box, swizzle, split)
+               for m, (tensor, box, swizzle, split) in printed.maps.items()]
     grid = [int(g.value) if isinstance(g, Const) else (lambda d, g=g: int(_eval(g, d)))
             for g in program.grid]
     launch = LaunchSpec(grid=tuple(grid), block=(program.num_threads,), smem=printed.smem)

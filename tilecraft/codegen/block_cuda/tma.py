@@ -1,7 +1,7 @@
 """Bulk copies and mbarriers of block programs as CUDA (block/mbarrier.py): TMA loads by
 thread 0 on the plan block/select_tma.py chose, mbarrier init/arrive/wait. A mixin of
 `BlockPrinter` (printer.py); the tensor maps the loads use become kernel parameters
-(`tensor_maps`: name -> (tensor, box, swizzle bytes), made by the runtime at launch).
+(`tensor_maps`: name -> (tensor, box, swizzle bytes, split), made by the runtime at launch).
 """
 
 from __future__ import annotations
@@ -48,6 +48,15 @@ class TmaPrinter:
         name = self.tensor_map(s, plan)
         starts = [self.p(o) for o in s.offset]
         dst = self.tensor(s.dst)
+        if plan.split:  # one box: (column block, the other dims..., the block's columns)
+            coords = ["0"] + [f"(int)({starts[d]})" for d in reversed(range(len(starts)))
+                              if d != plan.col_dim]
+            coords.append(f"(int)(({starts[plan.col_dim]}) / {plan.split})")
+            self.w(f"// copy_async_bulk {s.src.name} -> {s.dst.name}: 1 TMA box of "
+                   f"{plan.cols // plan.block} column blocks of {plan.rows}x{plan.block}")
+            self.w(f"if (tid == 0) tc::tma_load({dst}, {name}, {self.bar(s.bars, s.index)}, "
+                   f"{', '.join(coords)});")
+            return
         self.w(f"// copy_async_bulk {s.src.name} -> {s.dst.name}: {plan.cols // plan.block} "
                f"TMA box(es) of {plan.rows}x{plan.block}")
         self.open("if (tid == 0)")
@@ -65,7 +74,7 @@ class TmaPrinter:
 
     def tensor_map(self, s: CopyAsyncBulk, plan) -> str:
         """The kernel parameter holding the map of this (tensor, box, swizzle), added once."""
-        key = (plan.tensor, plan.box, plan.swizzle)
+        key = (plan.tensor, plan.box, plan.swizzle, plan.split)
         for name, k in self.tensor_maps.items():
             if k == key:
                 return name

@@ -25,6 +25,8 @@ region's non-unit dims the tile's `dims`.
 
 from __future__ import annotations
 
+import dataclasses
+
 from tilecraft.block import Cast, CopyAsync, CopyAsyncCommitGroup, CopyAsyncWaitGroup, Fill
 from tilecraft.ir import Copy
 from tilecraft.ir import Fill as TileFill
@@ -47,8 +49,11 @@ def lower_copy(cx: LowerContext, op: Copy) -> list:
         elif tuple(e for e in tile.shape if e != 1) == shape:  # a shared tile with unit dims
             dims = match_dims(tuple(src.extents), tuple(tile.shape))  # None: more dims than src
         if dims is not None:
-            return [CopyAsync.create(tile, cx.tensor(src.buffer, span), offset=src.starts,
-                                     dims=dims, span=span),
+            copy = CopyAsync.create(tile, cx.tensor(src.buffer, span), offset=src.starts,
+                                    dims=dims, span=span)
+            if op.disable_tma:
+                copy = dataclasses.replace(copy, bulk_ok=False)
+            return [copy,
                     CopyAsyncCommitGroup.create(span=span), CopyAsyncWaitGroup.create(0, span=span)]
     s_reg, d_reg = cx.whole_fragment(src, span), cx.whole_fragment(dst, span)
     if d_reg is not None:

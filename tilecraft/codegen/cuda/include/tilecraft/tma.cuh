@@ -81,4 +81,14 @@ TC_DEVICE void tma_load(void* dst, const TensorMap& map, u64* bar, int c0, int c
       : "memory");
 }
 
+TC_DEVICE void tma_load(void* dst, const TensorMap& map, u64* bar, int c0, int c1, int c2,
+                        int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
+      ::"r"(smem_addr(dst)), "l"(map_addr(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
+        "r"(smem_addr(bar))
+      : "memory");
+}
+
 }  // namespace tc
