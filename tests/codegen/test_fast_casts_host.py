@@ -23,6 +23,7 @@ from tilecraft.block.select_cast import plan_for, words_interleave, zero_point_l
 from tilecraft.interp.evaluate import compute_type
 from tilecraft.interp.values import store_cast
 from tilecraft.layout.permute import interleave_permutation
+from tilecraft.targets import H100_SXM
 
 from .fast_cast_programs import FLOATS, INTS
 
@@ -67,7 +68,7 @@ static u32 x2(u32 a, u32 b, u32 c, int E, int M, char op) {
   }
   return r;
 }
-static u32 ptx(const char* op, u32 a, u32 b, u32 c = 0) {
+static u32 ptx(const char* op, u32 a, u32 b = 0, u32 c = 0) {
   if (!strcmp(op, "prmt.b32")) {
     u8 x[8]; u32 r = 0;
     for (int i = 0; i < 4; ++i) { x[i] = u8(a >> 8 * i); x[4 + i] = u8(b >> 8 * i); }
@@ -83,6 +84,14 @@ static u32 ptx(const char* op, u32 a, u32 b, u32 c = 0) {
   if (!strcmp(op, "mul.rn.f16x2")) return x2(a, b, 0, 5, 10, '*');
   if (!strcmp(op, "fma.rn.f16x2")) return x2(a, b, c, 5, 10, 'f');
   if (!strcmp(op, "fma.rn.bf16x2")) return x2(a, b, c, 8, 7, 'f');
+  if (!strcmp(op, "cvt.rn.f16x2.e4m3x2")) {  // exact but NaN, which becomes 0x7FFF (measured)
+    u32 r = 0;
+    for (int h = 0; h < 2; ++h) {
+      const u32 code = a >> 8 * h & 0xFF;
+      r |= ((code & 0x7F) == 0x7F ? 0x7FFFu : round_to(value(code, 4, 3), 5, 10)) << 16 * h;
+    }
+    return r;
+  }
   std::fprintf(stderr, "no model of %s\n", op);
   return 0;
 }
@@ -101,11 +110,11 @@ def _header() -> str:
     src = HEADER.read_text().replace('#include "tilecraft/common.cuh"', "")
 
     def model(m: re.Match) -> str:
-        args = ", ".join(re.findall(r'"r"\((\w+)\)', m.group(2)))
+        args = ", ".join(re.findall(r'"[rh]"\((\w+)\)', m.group(2)))
         return f'd = ptx("{m.group(1)}", {args});'
 
     src, n = re.subn(r'asm\("([a-z0-9.]+) [^"]*" : "=r"\(d\) : ([^;]*)\);', model, src)
-    assert n == 6 and "asm(" not in src, "every PTX instruction of the header has a model"
+    assert n == 7 and "asm(" not in src, "every PTX instruction of the header has a model"
     return src
 
 
@@ -126,6 +135,10 @@ def _cases():
                 if plan is not None:
                     for n in SIZES:
                         yield src, dst, n, plan.func.replace(", 8", f", {n}", 1), zero, None, 0
+                hw = plan_for(s, d, 8, H100_SXM, zero=zero)  # (float8_e4m3 -> f16: cvt)
+                if hw is not None and hw.kind == "cvt":
+                    for n in SIZES:
+                        yield src, dst, n, hw.func.replace("<8>", f"<{n}>"), zero, None, 0
                 if words_interleave(s) and (s.is_integer or zero == 0):
                     for n in (32 // s.bits, 64 // s.bits):
                         plan = plan_for(s, d, n, zero=zero, interleaved=True)

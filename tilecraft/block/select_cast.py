@@ -16,6 +16,8 @@ kernels converting 64 and 128 elements per thread; the same on sm_80 and sm_90a)
     float  1..8-bit floats: code at the top of each half, shift, sign-keeping LOP3, one multiply
            (3.3-3.7); float8 NaN (and e5m2 inf) fixed up: e4m3 4.7, e5m2 4.7 (f16) / 6.7 (bf16);
            f16 for exponent widths <= 4 and float8_e5m2, bf16 for all
+    cvt    float8_e4m3 -> f16 on sm_89+: cvt.rn.f16x2.e4m3x2 per pair of bytes; a thread whose
+           codes hold a NaN casts them again by the float trick (the interpreter's NaN bits)
 Elements past the last whole word (a local size that is not a multiple of the group) go by
 pairs (the field form; 8-bit ints to bf16 one by one through f32). Every kind is bit-exact
 with the interpreter (tests/codegen).
@@ -55,7 +57,7 @@ class CastPlan:
     """`cast` by the device function `func` (fast_cast.cuh) on the thread's `count` elements:
     `kind` names the trick, `group` the elements one 32-bit source word feeds (2: by pairs)."""
 
-    kind: str  # "prmt" | "lop3" | "field" | "float"
+    kind: str  # "prmt" | "lop3" | "field" | "float" | "cvt"
     group: int
     func: str
     count: int
@@ -114,6 +116,9 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
         return None
     if not bf16 and not (e <= 4 or src.name == "float8_e5m2"):
         return None  # exponent fields of 5+ bits overflow f16 (custom E=5 reaches 2^16)
+    if (src.name == "float8_e4m3" and not bf16 and not interleaved and target is not None
+            and tuple(target.compute_capability) >= (8, 9)):
+        return CastPlan("cvt", 2, f"tc::fast_cast_e4m3_cvt<{count}>", count)
     tail = ", true" if interleaved else ""
     func = f"tc::fast_cast_float<{e}, {m}, {special}, {flag}, {count}{tail}>"
     return CastPlan("float", 2, func, count)

@@ -11,6 +11,8 @@
 //       times 2^S (1-, 2-, 4-bit codes: the trick's HFMA2 scales for free; a bit plane's weight);
 //       ILV (B = 1, 2, 4, whole words): each source word holds element j at code position
 //       (j % 2) * 16/B + j / 2 (layout/permute.py `interleave_words`), results in natural order
+//   fast_cast_e4m3_cvt<N>(src, dst)  float8_e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (sm_89+), NaNs as
+//       fast_cast_float makes them (a thread with a NaN code casts again by it)
 //   fast_cast_float<E, M, SPECIAL, BF16, N, ILV>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
 //       float8_e5m2; bf16: every E), SPECIAL 0: every code finite (custom floats), 1: only the
 //       all-ones magnitude is NaN (float8_e4m3), 2: IEEE (float8_e5m2); ILV: 4-bit floats with
@@ -356,9 +358,39 @@ TC_DEVICE void fast_cast_float(const void* src, void* dst) {
   }
 }
 
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
+// the two float8_e4m3 codes in the low 16 bits of `a` as an f16 pair (sm_89+)
+TC_DEVICE u32 cvt_e4m3x2(u32 a) {
+  u32 d;
+  const unsigned short h = static_cast<unsigned short>(a);
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(h));
+  return d;
+}
+
+// float8_e4m3 -> f16 by the hardware (sm_89+): cvt.rn.f16x2.e4m3x2 on each pair of bytes (the
+// low byte to the low half), exact for every code but NaN, which it makes 0x7FFF; a thread
+// whose N codes hold a NaN (0x7F or 0xFF: (b & 0x7F) + 1 carries into bit 7) casts them all
+// again by fast_cast_float, which keeps the interpreter's quiet NaN with its sign.
+template <int N>
+TC_DEVICE void fast_cast_e4m3_cvt(const void* src, void* dst) {
+  u32 nan = 0;
+#pragma unroll
+  for (int q = 0; q < (N + 3) / 4; ++q) {
+    const u32 w = word<8, N>(src, q);
+    nan |= ((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+#pragma unroll
+    for (int h = 0; h < 2 && 4 * q + 2 * h < N; ++h) put2<N>(dst, 2 * q + h, cvt_e4m3x2(w >> (16 * h)));
+  }
+  if (nan) fast_cast_float<4, 3, 1, false, N>(src, dst);
+}
+#endif
+
 }  // namespace fast
 
 using fast::fast_cast_float;
 using fast::fast_cast_int;
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
+using fast::fast_cast_e4m3_cvt;
+#endif
 
 }  // namespace tc
