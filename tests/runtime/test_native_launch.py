@@ -281,3 +281,34 @@ def test_gpu_the_compiled_launcher_computes_what_the_python_path_does(monkeypatc
             kernel(x, y, alpha)
             torch.testing.assert_close(y, expected)
     assert kernel._fast._native is not None and kernel._fast._native.primed
+
+
+def test_a_stream_that_is_not_a_handle_is_a_miss_not_an_error(libcuda):
+    kernel, _, (x, y, _) = primed(libcuda)
+    assert kernel._fast._native.attempt((x, y, 1.0), 2**70) is MISS  # (no pointer holds it)
+    assert kernel._fast._native.attempt((x, y, 1.0), 0x77) is None
+    assert libcuda.launches[-1][1] == 0x77
+
+
+def test_launches_from_many_threads_each_carry_their_own_pointers(libcuda):
+    """The launcher writes each call's pointers into that call's own copy of the block and
+    calls the driver without the GIL: concurrent calls never launch another's pointers."""
+    import threading
+
+    kernel, _, _ = primed(libcuda)
+    calls = [(on_cuda(torch.zeros(300)), on_cuda(torch.zeros(300, 4)), float(i))
+             for i in range(8)]
+
+    def work(args):
+        for _ in range(50):
+            kernel(*args)
+
+    threads = [threading.Thread(target=work, args=(a,)) for a in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = {(x.data_ptr(), y.data_ptr(), a, 300) for x, y, a in calls}
+    got = [launch[2] for launch in libcuda.launches[2:]]
+    assert len(got) == 8 * 50 and set(got) == want
+    assert all(got.count(w) == 50 for w in want)

@@ -191,10 +191,13 @@ class FastCall:
         block = self._launcher.params
         spans = tuple((ctypes.addressof(s), ctypes.sizeof(s))
                       for s in (block.slot(i) for i in range(len(block.kinds))))
-        self._native.prime((len(plan.caller_params), tensors, scalars, outputs, pairs, pinned,
-                            self._checker.empty, entry.device, entry.function.value,
-                            entry.primary, entry.grid, self._launcher.block, self._smem,
-                            spans))
+        try:
+            self._native.prime((len(plan.caller_params), tensors, scalars, outputs, pairs,
+                                pinned, self._checker.empty, entry.device,
+                                entry.function.value, entry.primary, entry.grid,
+                                self._launcher.block, self._smem, spans))
+        except ValueError:  # a block the launcher does not take (over 4 KB): the Python path
+            pass
         self._nstate[0] = nkey
 
 

@@ -6,12 +6,12 @@
  * shape, strides (or "contiguous"), device, alignment and parameter slot; the passed scalars'
  * kinds; the outputs' sizes; the pairs of tensors that must not overlap; the tensor-map sources'
  * addresses (their maps are in the block); the function, grid, block, shared memory, the
- * context to launch in, and its own copy of the parameter block. `attempt(args, stream)`
+ * context to launch in, and the parameter block as primed. `attempt(args, stream)`
  * returns what the kernel returns, or `miss` (NotImplemented) where anything differs;
  * `call(args, stream)` then returns what `fallback(args, stream)` does: the Python path, which
- * re-primes after its launch. The block is written and launched with no Python
- * call in between, so the GIL makes each launch's block its own; a re-prime makes a new Spec,
- * and a call holds a reference to the Spec it started with.
+ * re-primes after its launch. Each call writes its pointers and scalars into its own copy of
+ * the block (on the stack) and launches without holding the GIL, as a ctypes call does; a
+ * re-prime makes a new Spec, and a call holds a reference to the Spec it started with.
  *
  * No CUDA header: the two driver entry points arrive as addresses.
  */
@@ -28,6 +28,8 @@ typedef int (*CtxFn)(void **);
 enum { K_I8, K_I16, K_I32, K_I64, K_U8, K_U16, K_U32, K_U64, K_F32, K_F64 };
 #define MAX_POINTERS 64
 #define MAX_SCALARS 64
+#define MAX_PARAMS 256
+#define MAX_BLOCK_BYTES 4096 /* CUDA's parameter space (4 KB before 12.1) */
 
 typedef struct {
     Py_ssize_t arg, slot;
@@ -50,8 +52,9 @@ typedef struct {
     PyObject *empty, *kwnames, *device_index;
     void *function, *primary;
     unsigned grid[3], block[3], smem;
-    void **params;
-    unsigned char *storage;
+    size_t *at;             /* per parameter: its offset in `storage` */
+    size_t total;           /* bytes of `storage` */
+    unsigned char *storage; /* the block as primed; each call launches from its own copy */
 } Spec;
 
 static PyObject *s_dtype, *s_shape, *s_stride, *s_is_contiguous, *s_device, *s_data_ptr;
@@ -70,7 +73,7 @@ static void spec_free(Spec *sp) {
     }
     Py_XDECREF(sp->empty); Py_XDECREF(sp->kwnames); Py_XDECREF(sp->device_index);
     free(sp->t); free(sp->s); free(sp->o); free(sp->p); free(sp->m);
-    free(sp->params); free(sp->storage);
+    free(sp->at); free(sp->storage);
     free(sp);
 }
 
@@ -120,7 +123,7 @@ static Spec *parse_spec(PyObject *tup) {
     sp->np = PyTuple_GET_SIZE(pairs);
     sp->nm = PyTuple_GET_SIZE(pinned);
     sp->nparams = PyTuple_GET_SIZE(params);
-    if (sp->nt + sp->no > MAX_POINTERS || sp->ns > MAX_SCALARS) {
+    if (sp->nt + sp->no > MAX_POINTERS || sp->ns > MAX_SCALARS || sp->nparams > MAX_PARAMS) {
         PyErr_SetString(PyExc_ValueError, "too many parameters for the native launcher");
         goto fail;
     }
@@ -129,8 +132,8 @@ static Spec *parse_spec(PyObject *tup) {
     sp->o = calloc(sp->no + 1, sizeof(OutputSpec));
     sp->p = calloc(sp->np + 1, sizeof(Pair));
     sp->m = calloc(sp->nm + 1, sizeof(Pinned));
-    sp->params = calloc(sp->nparams + 1, sizeof(void *));
-    if (!sp->t || !sp->s || !sp->o || !sp->p || !sp->m || !sp->params) {
+    sp->at = calloc(sp->nparams + 1, sizeof(size_t));
+    if (!sp->t || !sp->s || !sp->o || !sp->p || !sp->m || !sp->at) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -198,6 +201,11 @@ static Spec *parse_spec(PyObject *tup) {
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(params, k), "Kn", &address, &size)) goto fail;
         total += ((size_t)size + 15) & ~(size_t)15;
     }
+    if (total > MAX_BLOCK_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "a parameter block too large for the native launcher");
+        goto fail;
+    }
+    sp->total = total;
     sp->storage = calloc(total + 16, 1);
     if (!sp->storage) {
         PyErr_NoMemory();
@@ -209,7 +217,7 @@ static Spec *parse_spec(PyObject *tup) {
         unsigned long long address;
         PyArg_ParseTuple(PyTuple_GET_ITEM(params, k), "Kn", &address, &size);
         memcpy(sp->storage + at, (const void *)(uintptr_t)address, (size_t)size);
-        sp->params[k] = sp->storage + at;
+        sp->at[k] = at;
         at += ((size_t)size + 15) & ~(size_t)15;
     }
     for (Py_ssize_t k = 0; k < sp->nt; k++)
@@ -363,8 +371,13 @@ static PyObject *launcher_attempt(Launcher *self, PyObject *const *argv, Py_ssiz
         if (!s) goto error;
         stream = PyLong_AsVoidPtr(s);
         Py_DECREF(s);
-    } else stream = PyLong_AsVoidPtr(stream_obj);
-    if (PyErr_Occurred()) goto error;
+    } else {
+        stream = PyLong_AsVoidPtr(stream_obj);
+        if (PyErr_Occurred()) {  /* (not a handle: the Python path decides) */
+            PyErr_Clear();
+            goto miss;
+        }
+    }
     for (; made < sp->no; made++) {
         OutputSpec *o = &sp->o[made];
         outs[made] = PyObject_Vectorcall(sp->empty, o->argv, (size_t)o->nsizes, sp->kwnames);
@@ -375,15 +388,22 @@ static PyObject *launcher_attempt(Launcher *self, PyObject *const *argv, Py_ssiz
             goto error;
         }
     }
-    /* from here to the launch no Python code runs: the block is this call's */
+    /* the block: this call's own copy (on the stack), so the launch can run without the GIL */
+    _Alignas(16) unsigned char block[MAX_BLOCK_BYTES + 16];
+    void *params[MAX_PARAMS];
+    memcpy(block, sp->storage, sp->total);
+    for (Py_ssize_t k = 0; k < sp->nparams; k++) params[k] = block + sp->at[k];
     for (Py_ssize_t k = 0; k < sp->nt; k++)
-        memcpy(sp->params[sp->t[k].slot], &ptr[k], sizeof(void *));
+        memcpy(params[sp->t[k].slot], &ptr[k], sizeof(void *));
     for (Py_ssize_t k = 0; k < sp->no; k++)
-        memcpy(sp->params[sp->o[k].slot], &ptr[sp->nt + k], sizeof(void *));
+        memcpy(params[sp->o[k].slot], &ptr[sp->nt + k], sizeof(void *));
     for (Py_ssize_t k = 0; k < sp->ns; k++)
-        memcpy(sp->params[sp->s[k].slot], &values[k], SCALAR_BYTES[sp->s[k].kind]);
-    int err = self->launch(sp->function, sp->grid[0], sp->grid[1], sp->grid[2], sp->block[0],
-                           sp->block[1], sp->block[2], sp->smem, stream, sp->params, NULL);
+        memcpy(params[sp->s[k].slot], &values[k], SCALAR_BYTES[sp->s[k].kind]);
+    int err;
+    Py_BEGIN_ALLOW_THREADS  /* (a full launch queue blocks here; other threads run, as ctypes) */
+    err = self->launch(sp->function, sp->grid[0], sp->grid[1], sp->grid[2], sp->block[0],
+                       sp->block[1], sp->block[2], sp->smem, stream, params, NULL);
+    Py_END_ALLOW_THREADS
     if (err) {
         PyObject *r = PyObject_CallFunction(self->failed, "i", err);
         Py_XDECREF(r);
