@@ -10,7 +10,14 @@ import pytest
 
 from tilecraft.diagnostics import CATALOG, Span
 from tilecraft.jit_key import Fingerprint
-from tilecraft.runtime import CompiledCubin, Resources
+from tilecraft.runtime import (
+    CompiledCubin,
+    LaunchSpec,
+    Resources,
+    ScalarParam,
+    TensorMapParam,
+    TensorParam,
+)
 from tilecraft.runtime.record import GridExpr
 from tilecraft.targets import A100_SXM, H100_SXM, H200, Target, target_from_arch
 
@@ -21,6 +28,10 @@ VALUES = [
     Resources(registers=40, spill_stores=8),
     CompiledCubin("k", "sm_90a", b"\x7fELF", Resources(registers=8), "log", ("-O3",)),
     GridExpr(["//", ["dim", "m"], 128]),
+    TensorParam("A", "float16", ("m", 64), None, 16),
+    ScalarParam("m", "int32", dim="m"),
+    TensorMapParam("A_tmap", "A", (4, 64, 64), 128, split=64),
+    LaunchSpec(grid=(2, 3), block=(128,), smem=1024),
 ]
 
 
@@ -76,3 +87,16 @@ def test_the_jit_key_takes_values_by_value():
     assert _key(H100_SXM) == _key(copy.deepcopy(H100_SXM))
     assert _key(H100_SXM) != _key(A100_SXM)
     assert _key(Span("k.py", 3)) != _key(Span("k.py", 4))
+
+
+def test_parameter_values_check_what_they_checked_as_dataclasses():
+    with pytest.raises(ValueError, match="strides"):
+        TensorParam("A", "float16", (4, 4), strides=(1,))
+    with pytest.raises(ValueError, match="power of two"):
+        TensorParam("A", "float16", (4,), align=3)
+    with pytest.raises(ValueError, match="scalar kind"):
+        ScalarParam("n", "int128")
+    with pytest.raises(ValueError, match="1 to 3"):
+        LaunchSpec(grid=(), block=(128,))
+    assert repr(ScalarParam("n", "int32")) == "ScalarParam(name='n', kind='int32', dim=None)"
+    assert TensorParam("A", "float16", (4,)).replace(align=16).align == 16

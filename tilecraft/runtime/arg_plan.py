@@ -19,9 +19,9 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._frozen import Frozen, _set
 from .params import (
     Param,
     ScalarParam,
@@ -156,10 +156,11 @@ class TensorCheck:
         return None
 
 
-@dataclass(frozen=True)
-class CallPlan:
+class CallPlan(Frozen):
     """Where every parameter's value comes from, and which tensors must not overlap."""
 
+    __slots__ = ("params", "caller_params", "tensors", "scalars", "outputs", "maps", "writes",
+                 "pairs")
     params: tuple[Param, ...]
     caller_params: tuple[Param, ...]  # what a caller passes, in order
     tensors: tuple[TensorCheck, ...]  # caller-passed tensors
@@ -171,6 +172,14 @@ class CallPlan:
     #: (i, j) positions in `tensors`, i < j, of the pairs that must not overlap (one of the two is
     #: written); outputs are allocated by the checker, so they overlap nothing
     pairs: tuple[tuple[int, int], ...]
+
+    def __init__(self, params: tuple[Param, ...], caller_params: tuple[Param, ...],
+                 tensors: tuple[TensorCheck, ...], scalars: tuple[ScalarSlot, ...],
+                 outputs: tuple[OutputSlot, ...], maps: tuple[MapSlot, ...],
+                 writes: tuple[str, ...], pairs: tuple[tuple[int, int], ...]) -> None:
+        for name, value in zip(self.__slots__, (params, caller_params, tensors, scalars, outputs,
+                                                maps, writes, pairs)):
+            _set(self, name, value)
 
     @classmethod
     def create(cls, params: Sequence[Param], *, kernel: str = "kernel",

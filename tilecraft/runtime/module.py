@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from .driver import check, driver_module, ensure_context, require_gpu
@@ -18,11 +17,16 @@ from .errors import CudaUnavailableError
 DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024
 
 
-@dataclass
 class _PerDevice:
-    module: Any
-    function: Any
-    max_dynamic_smem: int = DEFAULT_DYNAMIC_SMEM_LIMIT
+    """One device's loaded module and function, and the dynamic shared memory it allows."""
+
+    __slots__ = ("module", "function", "max_dynamic_smem")
+
+    def __init__(self, module: Any, function: Any,
+                 max_dynamic_smem: int = DEFAULT_DYNAMIC_SMEM_LIMIT) -> None:
+        self.module = module
+        self.function = function
+        self.max_dynamic_smem = max_dynamic_smem
 
 
 class LoadedKernel:

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+from .._frozen import Frozen, _set
 
 Dim = int | str
 GridEntry = int | Callable[[Mapping[str, int]], int]
@@ -127,23 +128,30 @@ def dtype_bits(name: str) -> int:
     return resolve(name).bits
 
 
-@dataclass(frozen=True)
-class TensorParam:
+class TensorParam(Frozen):
     """A tensor argument, passed to the kernel as a device pointer.
 
     `shape`: ints (static) or names (dynamic). `strides` in elements: None requires the tensor to be
     contiguous; otherwise one entry per dimension, an int (must match), a name (a dynamic stride,
     bound like a dim) or None (anything). `align`: the bytes the data pointer must be a multiple
     of, because the kernel reads or writes the tensor with vector accesses that wide (0: any).
+    (A `Frozen` value class, not a dataclass: a jit-cache hit imports it; _frozen.py.)
     """
 
+    __slots__ = ("name", "dtype", "shape", "strides", "align")
     name: str
     dtype: str
     shape: tuple[Dim, ...]
-    strides: tuple[Dim | None, ...] | None = None
-    align: int = 0
+    strides: tuple[Dim | None, ...] | None
+    align: int
 
-    def __post_init__(self) -> None:
+    def __init__(self, name: str, dtype: str, shape: tuple[Dim, ...],
+                 strides: tuple[Dim | None, ...] | None = None, align: int = 0) -> None:
+        _set(self, "name", name)
+        _set(self, "dtype", dtype)
+        _set(self, "shape", shape)
+        _set(self, "strides", strides)
+        _set(self, "align", align)
         storage_dtype(self.dtype)
         if self.strides is not None and self.packed:
             raise ValueError(f"param {self.name}: a {self.dtype} tensor is packed bytes, which "
@@ -175,52 +183,68 @@ class TensorParam:
         return tuple(names)
 
 
-@dataclass(frozen=True)
-class ScalarParam:
+class ScalarParam(Frozen):
     """A scalar argument: `kind` is its C type ("int32", "int64", "float32", ...).
 
     With `dim`, its value is the bound dynamic dimension of that name and the caller does not pass
     it; without, the caller passes it positionally.
     """
 
+    __slots__ = ("name", "kind", "dim")
     name: str
     kind: str
-    dim: str | None = None
+    dim: str | None
 
-    def __post_init__(self) -> None:
+    def __init__(self, name: str, kind: str, dim: str | None = None) -> None:
+        _set(self, "name", name)
+        _set(self, "kind", kind)
+        _set(self, "dim", dim)
         if self.kind not in SCALAR_KINDS:
             raise ValueError(f"param {self.name}: scalar kind must be one of {SCALAR_KINDS}")
 
 
-@dataclass(frozen=True)
-class TensorMapParam:
+class TensorMapParam(Frozen):
     """A TMA tensor map of tensor parameter `tensor` (tensor_map.py), passed by value and made at
     launch from the tensor's address and shape; the caller does not pass it. `box`: the box one
     load moves, in the tensor's dimension order (outermost first); `swizzle`: its shared-memory
     swizzle in bytes (0, 32, 64 or 128); `split` > 0: the map views the innermost dim L as
     (L / split, outermost; split, innermost), and `box` is in that view's order."""
 
+    __slots__ = ("name", "tensor", "box", "swizzle", "split")
     name: str
     tensor: str
     box: tuple[int, ...]
-    swizzle: int = 0
-    split: int = 0
+    swizzle: int
+    split: int
+
+    def __init__(self, name: str, tensor: str, box: tuple[int, ...], swizzle: int = 0,
+                 split: int = 0) -> None:
+        _set(self, "name", name)
+        _set(self, "tensor", tensor)
+        _set(self, "box", box)
+        _set(self, "swizzle", swizzle)
+        _set(self, "split", split)
 
 
 Param = TensorParam | ScalarParam | TensorMapParam
 
 
-@dataclass(frozen=True)
-class LaunchSpec:
+class LaunchSpec(Frozen):
     """Grid (up to 3 entries, int or callable of the dims), block dims, dynamic shared memory
     bytes, and optional cluster dims (sm_90)."""
 
+    __slots__ = ("grid", "block", "smem", "cluster")
     grid: tuple[GridEntry, ...]
     block: tuple[int, ...]
-    smem: int = 0
-    cluster: tuple[int, ...] | None = None
+    smem: int
+    cluster: tuple[int, ...] | None
 
-    def __post_init__(self) -> None:
+    def __init__(self, grid: tuple[GridEntry, ...], block: tuple[int, ...], smem: int = 0,
+                 cluster: tuple[int, ...] | None = None) -> None:
+        _set(self, "grid", grid)
+        _set(self, "block", block)
+        _set(self, "smem", smem)
+        _set(self, "cluster", cluster)
         if not 1 <= len(self.grid) <= 3 or not 1 <= len(self.block) <= 3:
             raise ValueError("grid and block take 1 to 3 entries")
         if self.cluster is not None and not 1 <= len(self.cluster) <= 3:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
 from typing import Any
 
 from .._frozen import Frozen, _set
@@ -211,7 +210,7 @@ class KernelRecord(Frozen):
 def _param_json(p: Param) -> dict:
     kind = ("tensor" if isinstance(p, TensorParam) else
             "tensormap" if isinstance(p, TensorMapParam) else "scalar")
-    return {"param": kind, **asdict(p)}
+    return {"param": kind, **p.as_dict()}
 
 
 def _param(data: dict) -> Param:
