@@ -39,7 +39,13 @@ functions); fast_call.py adds the shared ones and compiles it. For a GEMM whose 
             failed(err)
         return None
 
-Each part is one line per parameter; nothing loops over parameters at call time.
+Each part is one line per parameter; nothing loops over parameters at call time. Where the
+compiled launcher is built (native_launch.py), this call is its fallback and, after its launch,
+primes it with the signature it launched (`native=True`: two lines inside the lock):
+
+            err = cu_launch(...)
+            if not err and nstate[0] != entry:       # (maps_key where there are tensor maps)
+                prime(entry, (p0, p1, p2,), entry)
 """
 
 from __future__ import annotations
