@@ -42,7 +42,8 @@ def test_a_cached_gemm_is_right_on_every_call_with_new_tensors():
     assert len({c.data_ptr() for _, _, c in outs[-8:]}) > 1  # outputs are new tensors
 
 
-def test_a_dynamic_kernel_with_a_scalar_is_right_for_every_size():
+def axpy_kernel():
+    """Y += alpha * X over a dynamic length m (a float32 scalar and a dim-bound one)."""
     m = T.dynamic("m")
 
     @T.prim_func
@@ -52,7 +53,11 @@ def test_a_dynamic_kernel_with_a_scalar_is_right_for_every_size():
                 if bx * 128 + i < m:
                     Y[bx * 128 + i] = Y[bx * 128 + i] + alpha * X[bx * 128 + i]
 
-    kernel = tilecraft.compile(axpy, target="cuda")
+    return tilecraft.compile(axpy, target="cuda")
+
+
+def test_a_dynamic_kernel_with_a_scalar_is_right_for_every_size():
+    kernel = axpy_kernel()
     for n in (1000, 1000, 1000, 77, 4096, 77, 1000):
         for alpha in (0.5, -2.0):
             x = torch.randn(n, device="cuda")

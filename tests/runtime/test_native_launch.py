@@ -220,8 +220,6 @@ def test_gpu_the_compiled_launcher_computes_what_the_python_path_does(monkeypatc
     import sys
     from pathlib import Path
 
-    import tilecraft
-    import tilecraft.language as T
     from tilecraft.runtime import RuntimeKernel
 
     if native_launch.wait(120) is None:
@@ -264,16 +262,9 @@ def test_gpu_the_compiled_launcher_computes_what_the_python_path_does(monkeypatc
         if not python:
             assert k._fast._native.primed
 
-    m = T.dynamic("m")
+    from test_gpu_fast_path import axpy_kernel
 
-    @T.prim_func
-    def axpy(X: T.Tensor((m,), "float32"), Y: T.Tensor((m,), "float32"), alpha: T.float32):
-        with T.Kernel(T.ceildiv(m, 128), threads=128) as bx:
-            for i in T.Parallel(128):
-                if bx * 128 + i < m:
-                    Y[bx * 128 + i] = Y[bx * 128 + i] + alpha * X[bx * 128 + i]
-
-    kernel = tilecraft.compile(axpy, target="cuda")
+    kernel = axpy_kernel()
     for n in (1000, 1000, 1000, 77, 4096, 77, 1000):
         for alpha in (0.5, -2.0, 3):
             x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
