@@ -10,7 +10,8 @@ without it.
 
 The environment variables (each "0" turns its switch off): TILECRAFT_WGMMA (wgmma on sm_90a;
 else mma.sync), TILECRAFT_WGMMA_PIPE (a pipelined loop's lone wgmma dot left running across
-iterations), TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async); TILECRAFT_ARCH (the
+iterations), TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async), TILECRAFT_WS (a
+wgmma mainloop's copies in a producer warpgroup: passes/warp_specialize.py); TILECRAFT_ARCH (the
 arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after each pass).
 """
 
@@ -23,7 +24,7 @@ from tilecraft._frozen import Frozen, _set
 from tilecraft.targets import Target, current_target, detect_target, target_from_arch
 
 _SWITCHES = {"wgmma": "TILECRAFT_WGMMA", "wgmma_pipeline": "TILECRAFT_WGMMA_PIPE",
-             "tma": "TILECRAFT_TMA"}
+             "tma": "TILECRAFT_TMA", "warp_specialize": "TILECRAFT_WS"}
 
 
 def switches_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -36,14 +37,15 @@ def switches_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ..
 class CompileOptions(Frozen):
     """The target and the code-generation switches of one build (see the module doc)."""
 
-    __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "dump_ir")
+    __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "warp_specialize", "dump_ir")
 
     def __init__(self, target: Target, *, wgmma: bool = True, wgmma_pipeline: bool = True,
-                 tma: bool = True, dump_ir: str | None = None):
+                 tma: bool = True, warp_specialize: bool = True, dump_ir: str | None = None):
         _set(self, "target", target)
         _set(self, "wgmma", wgmma)
         _set(self, "wgmma_pipeline", wgmma_pipeline)
         _set(self, "tma", tma)
+        _set(self, "warp_specialize", warp_specialize)
         _set(self, "dump_ir", dump_ir)
 
     @classmethod

@@ -78,7 +78,11 @@ def test_on_hopper_the_lone_dot_stays_in_flight_and_tma_stages_are_freed_by_mbar
     from tilecraft.block import MbarrierArrive, MbarrierWait
     from tilecraft.ir import If
 
-    program = lowered_program(lower(_gemm(128, 128, 256), H100_SXM))
+    from tilecraft.options import CompileOptions
+
+    # (without warp specialization: tests/passes/test_warp_specialize.py has the split form)
+    program = lowered_program(lower(_gemm(128, 128, 256),
+                                    CompileOptions.for_arch("sm_90a", warp_specialize=False)))
     body = list(_loop(program).body.stmts)
     assert isinstance(body[0], MbarrierWait) and body[0].bars.name.endswith("_full")
     assert not any(isinstance(s, Synchronize) for s in walk(_loop(program).body))
@@ -258,7 +262,8 @@ def test_on_hopper_a_dot_of_registers_made_each_iteration_stays_in_flight_on_two
     from tilecraft.block import BinaryOp, LoadShared
     from tilecraft.options import CompileOptions
 
-    program = lowered_program(lower(_scaled_gemm(160), CompileOptions.for_arch("sm_90a")))
+    program = lowered_program(lower(_scaled_gemm(160),
+                                    CompileOptions.for_arch("sm_90a", warp_specialize=False)))
     loop = _loop(program)
     assert const_int(loop.extent) == 2  # 5 iterations: 2 trips of two, then the last one
     body = list(loop.body.stmts)

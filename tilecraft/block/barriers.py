@@ -42,6 +42,7 @@ from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 from .instructions import AllocateRegister, AllocateShared, Instruction, Synchronize
 from .mbarrier import CopyAsyncBulk
 from .program import BlockProgram
+from .roles import WarpRoles
 from .tensors import GlobalTensor, SharedTensor
 from .threads import ThreadValues
 from .transfer import CopyAsync, CopyAsyncWaitGroup, SharedSlice
@@ -183,6 +184,8 @@ class _Barriers:
         if isinstance(x, Synchronize):
             st.clear()
             return [x]
+        if isinstance(x, WarpRoles):
+            return self.roles(x, st)
         divergent = self.threads.header(x)
         pre = self.header(x, st) if isinstance(x, (For, If)) or divergent else []  # (while: loop)
         if divergent:
@@ -216,6 +219,21 @@ class _Barriers:
             st.read |= reads
             st.wrote |= writes
         return out + [x]
+
+    def roles(self, x: WarpRoles, st: _State) -> list[Stmt]:
+        """A barrier of all threads before the split when it meets what came before; inside,
+        each role orders its own accesses (its synchronize is the role's named barrier). The
+        roles' shared tiles (the stages, the barriers) are ordered by the mbarriers."""
+        reads, writes = self.all_accesses(x)
+        out = []
+        if st.conflicts(reads, writes):
+            out.append(_barrier(x.span))
+            st.clear()
+        producer = self.seq(x.producer, _State())
+        consumer = self.seq(x.consumer, _State(pending=set(st.pending)))
+        st.read |= reads
+        st.wrote |= writes
+        return out + [dataclasses.replace(x, then_body=producer, else_body=consumer)]
 
     def header(self, x: For | While | If, st: _State) -> list[Stmt]:
         """A condition's or loop bound's loads (every thread reads them first): a barrier before

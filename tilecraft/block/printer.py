@@ -21,6 +21,7 @@ from tilecraft.layout import SharedLayout, row_major
 from . import instructions as bi
 from . import transfer as tr
 from .compute import BinaryOp, Cast, Dot, Fill, ReduceRegister, UnaryOp, View
+from .roles import WarpRoles, launch_threads
 from .tensors import BlockTensor, RegisterTensor, SharedTensor
 
 
@@ -104,6 +105,9 @@ def _lines(s: Stmt, ind: int) -> list[str]:
             f"{expr_str(s.start)}, {expr_str(s.start + s.extent)}"
         kind = "" if s.kind == "serial" else f"  # {s.kind}"
         return [f"{pad}for {s.var.name} in range({rng}):{kind}"] + _lines(s.body, ind + 1)
+    if isinstance(s, WarpRoles):
+        return ([f"{pad}{s.script_head()}:", f"{pad}    producer:"] + _lines(s.producer, ind + 2)
+                + [f"{pad}    consumer:"] + _lines(s.consumer, ind + 2))
     control = control_lines(s, ind, _lines)
     if control is not None:
         return control
@@ -120,7 +124,9 @@ def program_str(program) -> str:
     """The whole program: signature with grid and threads, block indices, body."""
     grid = ", ".join(expr_str(g) for g in program.grid)
     params = ", ".join(_param(p) for p in program.params)
-    head = f"def {program.name}<{grid}>({params}):  # {program.num_threads} threads"
+    threads = launch_threads(program)
+    extra = f" ({program.num_threads} consumers)" if threads != program.num_threads else ""
+    head = f"def {program.name}<{grid}>({params}):  # {threads} threads{extra}"
     names = ", ".join(v.name for v in program.block_vars)
     return "\n".join([head, f"    {names} = block_indices()"] + _lines(program.body, 1))
 

@@ -11,6 +11,7 @@ after). A tensor lives from its first to its last access; an access through a `s
   reads the tensor) and leaves no copy into it pending. What one iteration wrote is then dead
   by the next: the tensor lives from that write on, and between its last access in one
   iteration and the write in the next, other tensors may use its bytes;
+- in a warp_roles split, over both roles when the producer touches it (they run at once);
 - until the waits that land asynchronous writes into it (a `copy_async` lands at a
   `copy_async_wait_group`, a `copy_async_bulk` at an `mbarrier_wait` on its barrier) and the
   wait that completes an asynchronous `dot_shared` reading it (`dot_wait_group`); a copy never
@@ -45,6 +46,7 @@ from tilecraft.ir.visitor import stmt_children, stmt_exprs, walk, walk_expr
 from .dot_shared import DotShared, DotWaitGroup
 from .instructions import AllocateShared, Instruction
 from .mbarrier import CopyAsyncBulk, MbarrierInit, MbarrierWait
+from .roles import WarpRoles
 from .smem_async import BulkCopy, Pending, drains
 from .tensors import SharedTensor
 from .transfer import CopyAsync, CopyAsyncWaitGroup, SharedSlice, StoreShared
@@ -93,6 +95,8 @@ class Lifetimes:
                 self.visit(c, top=False)
         elif isinstance(s, (For, While)):
             self.loop(s)
+        elif isinstance(s, WarpRoles):
+            self.roles(s)
         elif isinstance(s, If):
             self.pos += 1
             self.scalar_uses(s)
@@ -117,6 +121,18 @@ class Lifetimes:
             self.pos += 1
             for b in self.pending.roots():
                 self._use(self.roots[b])
+
+    def roles(self, s: WarpRoles) -> None:
+        """The roles run at once: what the producer touches lives until the consumer ends, and
+        the producer's copies land at the consumer's waits."""
+        self.pos += 1
+        seen = {b: len(r.uses) for b, r in self.roots.items()}
+        self.visit(s.producer, top=False)
+        producer = [r for b, r in self.roots.items() if len(r.uses) > seen.get(b, 0)]
+        self.visit(s.consumer, top=False)
+        self.pos += 1
+        for r in producer:
+            self._use(r)
 
     def loop(self, s: For | While) -> None:
         start = self.pos = self.pos + 1

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from tilecraft.diagnostics import TilecraftError
 from tilecraft.ir import For, If, LetStmt, SeqStmt, Stmt, While
+from tilecraft.ir.visitor import walk
 from tilecraft.layout import Fragment, LayoutError, check_view
 
 from .compute import BinaryOp, Cast, Dot, ReduceRegister, UnaryOp, View, result_dtype
@@ -21,6 +22,7 @@ from .instructions import AllocateGlobal, AllocateRegister, AllocateShared, Inst
 from .mbarrier import CopyAsyncBulk
 from .parallel import AtomicGlobal
 from .program import BlockProgram
+from .roles import REGISTER_FILE, WarpRoles
 from .tensors import GlobalTensor, RegisterTensor, SharedTensor
 from .transfer import (
     CopyAsync,
@@ -53,6 +55,12 @@ def _bad(s: Instruction, detail: str) -> TilecraftError:
 def verify(program: BlockProgram) -> None:
     """Raise the first TC6xx error of `program`; return None when it is well formed."""
     scope = {p for p in program.params if isinstance(p, GlobalTensor)}
+    top = program.body.stmts if isinstance(program.body, SeqStmt) else (program.body,)
+    for s in walk(program.body):  # the split ends the kernel: no thread returns from a role
+        if isinstance(s, WarpRoles) and s is not top[-1]:
+            raise TilecraftError("TC603", s.span, instr="warp_roles",
+                                 detail="warp_roles must be the last statement of the kernel's "
+                                 "body, outside any loop or branch")
     _stmt(program, program.body, scope)
 
 
@@ -62,6 +70,8 @@ def _stmt(program: BlockProgram, s: Stmt, scope: set) -> None:
             _stmt(program, c, scope)
     elif isinstance(s, (For, While)):
         _stmt(program, s.body, set(scope))
+    elif isinstance(s, WarpRoles):
+        _roles(program, s, scope)
     elif isinstance(s, If):
         _stmt(program, s.then_body, set(scope))
         if s.else_body is not None:
@@ -70,6 +80,30 @@ def _stmt(program: BlockProgram, s: Stmt, scope: set) -> None:
         _instruction(program, s, scope)
     elif not isinstance(s, LetStmt):
         pass  # scalar statements (BufferStore, Evaluate) are the Tile IR's own
+
+
+def _roles(program: BlockProgram, s: WarpRoles, scope: set) -> None:
+    """Two roles: the producer touches no register tensor (its threads are not the layouts'),
+    neither role nests another split, and the registers fit the register file."""
+    for body in (s.producer, s.consumer):
+        if any(isinstance(x, WarpRoles) for x in walk(body)):
+            raise TilecraftError("TC603", s.span, instr="warp_roles", detail="a role splits again")
+    for x in walk(s.producer):
+        if isinstance(x, Instruction) and any(isinstance(t, RegisterTensor)
+                                              for t in x.reads() + x.writes()):
+            raise _bad(x, "the producer role of warp_roles touches register tensors (their "
+                       "layouts are over the consumer's threads)")
+    if s.producer_threads % 128 or program.num_threads % 128:
+        raise TilecraftError("TC603", s.span, instr="warp_roles",
+                             detail=f"roles of {s.producer_threads} and {program.num_threads} "
+                             "threads: each must be whole warpgroups (128 threads)")
+    need = s.producer_threads * s.producer_regs + program.num_threads * s.consumer_regs
+    if need > REGISTER_FILE:
+        raise TilecraftError("TC603", s.span, instr="warp_roles",
+                             detail=f"the roles ask for {need} registers, the SM has "
+                             f"{REGISTER_FILE}")
+    _stmt(program, s.producer, set(scope))
+    _stmt(program, s.consumer, set(scope))
 
 
 def _instruction(program: BlockProgram, s: Instruction, scope: set) -> None:

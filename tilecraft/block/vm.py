@@ -40,6 +40,7 @@ from tilecraft.layout import Fragment, SharedLayout
 
 from .instructions import Instruction
 from .program import BlockProgram
+from .roles import WarpRoles
 from .tensors import RegisterTensor, SharedTensor
 
 
@@ -85,6 +86,7 @@ class BlockVM(Machine):
     arena_plan: Any = None  # with `run(..., arena=True)`: shared tensors' byte offsets
     arena: Any = None  # and their bytes
     dot_groups: list = field(default_factory=list)  # pending dot_shared (vm_dot_shared.py)
+    roles: Any = None  # inside warp_roles: the two roles' scheduler (vm_roles.py)
 
     def __post_init__(self):
         from .vm_scalar import ScalarEvaluator
@@ -108,6 +110,11 @@ class BlockVM(Machine):
 
                     check_dot_pending(self, s)
                 run_instruction(self, s)
+            return
+        if isinstance(s, WarpRoles):
+            from .vm_roles import run_roles
+
+            run_roles(self, s)
             return
         super().exec(s)
 
@@ -163,7 +170,8 @@ class BlockVM(Machine):
             return
         hit = set(np.asarray(positions).ravel().tolist())
         line = "?"
-        for copy in itertools.chain(self.open_group, *self.committed):
+        bulk = (c for st in self.barriers.values() for c in itertools.chain(*st["copies"]))
+        for copy in itertools.chain(self.open_group, *self.committed, bulk):
             if np.shares_memory(copy.counts, counts) and \
                     hit.intersection(copy.positions.ravel().tolist()):
                 line = copy.span.line if copy.span is not None else "?"

@@ -40,13 +40,17 @@ def _init(vm: BlockVM, s: MbarrierInit) -> None:
                            "waited": [0] * n, "copies": [[] for _ in range(n)]}
 
 
-def _arrive(vm: BlockVM, bars, index, arrivals: int) -> None:
+def _arrive(vm: BlockVM, bars, index, arrivals: int) -> bool:
+    """Count the arrivals; whether they completed a phase."""
     i = _index(vm, bars, index)
     st = _state(vm, bars)
     st["arrived"][i] += arrivals
+    done = False
     while st["arrived"][i] >= st["count"]:
         st["arrived"][i] -= st["count"]
         st["completed"][i] += 1
+        done = True
+    return done
 
 
 @rule(MbarrierExpect)
@@ -56,7 +60,11 @@ def _expect(vm: BlockVM, s: MbarrierExpect) -> None:
 
 @rule(MbarrierArrive)
 def _arrive_warps(vm: BlockVM, s: MbarrierArrive) -> None:
-    _arrive(vm, s.bars, s.index, vm.num_threads // 32)
+    threads = vm.num_threads
+    if vm.roles is not None and vm.roles.role() == "producer":
+        threads = vm.roles.producer_threads
+    if _arrive(vm, s.bars, s.index, threads // 32) and vm.roles is not None:
+        vm.roles.wake()  # (not at an expect: its copies are issued after it)
 
 
 @rule(CopyAsyncBulk)
@@ -80,6 +88,9 @@ def _wait(vm: BlockVM, s: MbarrierWait) -> None:
         raise TilecraftError("TC603", s.span, instr=s.NAME,
                              detail=f"barrier {i} of `{s.bars.name}` is in phase {n % 2}, the "
                              f"wait names phase {phase}")
+    if st["completed"][i] <= n and vm.roles is not None:  # the other role may complete it
+        vm.roles.block(lambda: st["completed"][i] > n,
+                       f"phase {n} of barrier {i} of `{s.bars.name}`")
     if st["completed"][i] <= n:
         raise TilecraftError("TC603", s.span, instr=s.NAME,
                              detail=f"no arrival completes phase {n} of barrier {i} of "

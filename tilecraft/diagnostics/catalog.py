@@ -150,9 +150,11 @@ _ENTRIES = [
     Diagnostic("TC604", "cannot view `{tensor}` as {target}: {detail}",
                "a view keeps every thread's bits: the thread count and the bits per thread "
                "(local elements x dtype bits) must be equal"),
-    Diagnostic("TC605", "`{tensor}` is {access} before copy_async_wait_group: a pending "
-               "copy_async (line {line}) writes it", "commit the copy with "
-               "copy_async_commit_group() and wait for it with copy_async_wait_group(n) first"),
+    Diagnostic("TC605", "`{tensor}` is {access} before the wait that lands it: a pending "
+               "copy (line {line}) writes it", "wait for a copy_async with "
+               "copy_async_commit_group() and copy_async_wait_group(n), for a copy_async_bulk "
+               "with mbarrier_wait on its barrier, before touching its destination (with warp "
+               "roles: release a stage only after its last reader is done)"),
     Diagnostic("TC606", "tensor `{tensor}` is used before it is allocated",
                "allocate it earlier, in the same block or an enclosing one"),
     Diagnostic("TC607", "replicas of `{tensor}` hold different values ({detail})",

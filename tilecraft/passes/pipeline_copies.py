@@ -90,6 +90,7 @@ from tilecraft.layout import stacked
 
 from .context import KernelState
 from .unroll_pairs import unroll_pairs
+from .warp_specialize import can_split, hoist, specialized
 
 #: what the body may do before an in-flight dot besides lets: make register tensors
 _REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, BinaryOp, UnaryOp, Fill)
@@ -100,6 +101,8 @@ class _Config:
     lone_dot: bool  # the lone dot_shared runs on wgmma, left in flight across iterations
     tma: bool  # copies that qualify become TMA loads on mbarriers
     warps: int  # of the block (arrivals on a stage's "empty" barrier)
+    roles: bool  # a top-level wgmma mainloop may be warp-specialized (warp_specialize.py)
+    threads: int  # of the block
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,32 +118,38 @@ def pipeline_copies(state: KernelState) -> None:
         return
     staged: dict[SharedTensor, SharedTensor] = {}  # tile -> its stages
     opts, hopper = state.options, state.target.has_wgmma
-    cfg = _Config(hopper and opts.wgmma and opts.wgmma_pipeline, hopper and opts.tma,
-                  program.num_threads // 32)
+    lone = hopper and opts.wgmma and opts.wgmma_pipeline
+    roles = lone and opts.tma and opts.warp_specialize and can_split(program.body,
+                                                                    program.num_threads)
+    cfg = _Config(lone, hopper and opts.tma, program.num_threads // 32, roles,
+                  program.num_threads)
     body = _rewrite(program.body, program.body, staged, cfg)
     if staged:
-        body = _reallocate(body, staged)
+        body = hoist(_reallocate(body, staged), program.num_threads)
         state.block_program = dataclasses.replace(program, body=body)
 
 
-def _rewrite(s: Stmt, root: Stmt, staged: dict, cfg: _Config) -> Stmt:
+def _rewrite(s: Stmt, root: Stmt, staged: dict, cfg: _Config, top: bool = True) -> Stmt:
+    """`top`: `s` is the body or one of its statements (a split may end the body there)."""
     if isinstance(s, SeqStmt):
-        return SeqStmt.create([_rewrite(c, root, staged, cfg) for c in s.stmts])
+        return SeqStmt.create([_rewrite(c, root, staged, cfg, top and s is root)
+                               for c in s.stmts])
     if isinstance(s, For):
-        body = _rewrite(s.body, root, staged, cfg)
+        body = _rewrite(s.body, root, staged, cfg, False)
         s = dataclasses.replace(s, body=body) if body is not s.body else s
         stages = s.pipeline.num_stages if s.pipeline is not None else 0
         if s.kind == "pipelined" and stages >= 2:
             producers = _producers(s, root)
             if producers:
-                return _pipelined(s, stages, producers, staged, cfg)
+                return _pipelined(s, stages, producers, staged,
+                                  dataclasses.replace(cfg, roles=cfg.roles and top))
         return s
     if isinstance(s, If):
-        other = None if s.else_body is None else _rewrite(s.else_body, root, staged, cfg)
-        return dataclasses.replace(s, then_body=_rewrite(s.then_body, root, staged, cfg),
+        other = None if s.else_body is None else _rewrite(s.else_body, root, staged, cfg, False)
+        return dataclasses.replace(s, then_body=_rewrite(s.then_body, root, staged, cfg, False),
                                    else_body=other)
     if isinstance(s, While):
-        return dataclasses.replace(s, body=_rewrite(s.body, root, staged, cfg))
+        return dataclasses.replace(s, body=_rewrite(s.body, root, staged, cfg, False))
     return s
 
 
@@ -271,6 +280,7 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         return [If(cond, SeqStmt.create(stmts), None, span)]
 
     commit = [] if tma else [CopyAsyncCommitGroup.create(span=span)]
+    roles = cfg.roles and empty is not None  # the copies go to a producer warpgroup
     prologue: list[Stmt] = []
     if bars is not None:
         prologue += [AllocateShared.create(bars, span=span),
@@ -278,7 +288,7 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
     if empty is not None:  # every warp arrives once it is done reading a stage
         prologue += [AllocateShared.create(empty, span=span),
                      MbarrierInit.create(empty, cfg.warps, span=span)]
-    for it in range(ahead):
+    for it in range(0 if roles else ahead):
         cond = _lt(Const.create(it), n)
         prologue += guarded(cond, issue(Const.create(it), Const.create(it), f"p{it}"))
         prologue += commit
@@ -286,16 +296,19 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
     pre = _simple(k + ahead)
     if bars is None:
         body: list[Stmt] = [CopyAsyncWaitGroup.create(ahead - 1, span=span)]
+    elif roles:
+        body = []  # (the producer's loop waits on full)
     else:
         body = [MbarrierWait.create(bars, _simple(k % S), _simple((k // S) % 2), span=span)]
     refill = issue(pre, pre % S, "w")
     if empty is None:
         body.append(Synchronize.create(span=span))  # every thread is done with the stage refilled
-    else:  # the stage refilled was read at k - 2; its readers arrived at k - 1
+    elif not roles:  # the stage refilled was read at k - 2; its readers arrived at k - 1
         released = MbarrierWait.create(empty, pre % S, _simple(((k - 2) // S) % 2), issuer=True,
                                        span=span)
         refill = guarded(_simple(k >= 2), [released]) + refill
-    body += [If(_lt(pre, n), SeqStmt.create(refill), None, span)] + commit
+    if not roles:
+        body += [If(_lt(pre, n), SeqStmt.create(refill), None, span)] + commit
     for p in producers:
         tile = p.copy.dst
         sl = SharedSlice.create(staged[tile], [k % S], tile.name, span=p.copy.span)
@@ -311,9 +324,15 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
             body += guarded(_simple(k >= 1), [MbarrierArrive.create(empty, _simple((k - 1) % S),
                                                                      span=span)])
         after.insert(0, DotWaitGroup.create(0, span=span))
+    if roles:  # the consumer's loop waits on full first (warp_specialize.py)
+        body.insert(0, MbarrierWait.create(bars, _simple(k % S), _simple((k // S) % 2),
+                                           span=span))
     new: Stmt = dataclasses.replace(loop, kind="serial", body=SeqStmt.create(body))
     if dot is not None and isinstance(dot.a, RegisterTensor):  # A registers of two iterations
         new = unroll_pairs(new)
+    if roles:
+        return SeqStmt.create(prologue + specialized(loop, S, empty, issue, guarded, new, after,
+                                                     cfg.threads))
     return SeqStmt.create(prologue + [new] + after)
 
 

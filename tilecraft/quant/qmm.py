@@ -155,7 +155,7 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
                 acc_scale=acc_scale, unroll=stages if short else 2, tma=bits > 2)
 
 
-_PLANS: dict = {}  # (shapes, types, options) -> (kernel, reduce kernel or None, split)
+_PLANS: dict = {}  # (shapes, types, options, switches) -> (kernel, reducer or None, split)
 
 
 def _plan(key: tuple, config: dict | None) -> tuple:
@@ -176,13 +176,15 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
     None (checked by the caller, tilecraft.quant.matmul). `config` overrides tile sizes."""
     import torch
 
+    from tilecraft.options import switches_from_env
+
     M, K = x.shape
     N = qweight.shape[0]
     has_zeros, has_bias = qweight.zeros is not None, bias is not None
     xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
            0 if has_zeros else qweight.zero_point, has_zeros, has_bias,
-           tuple(sorted(config.items())) if config else None)
+           tuple(sorted(config.items())) if config else None, switches_from_env())
     kernel, reducer, split = _PLANS.get(key) or _plan(key, config)
     y = torch.empty(M, N, dtype=x.dtype, device=x.device)
     p = torch.empty((split, M, N) if split > 1 else (1, 1, 1), dtype=torch.float32,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilecraft.block import BlockProgram
+from tilecraft.block.roles import launch_threads
 from tilecraft.ir import Const, Var
 from tilecraft.ir.visitor import walk
 
@@ -40,9 +41,9 @@ def generate_block(program: BlockProgram, arch: str, prepared=None) -> Generated
         prepared = prepare(program, resolve_target(arch))
     printed = print_cuda(program, arch, 1, prepared)
     _check_shared_memory(program, printed.smem, arch)
-    one = f"__launch_bounds__({program.num_threads}, 1)"  # (the printer's, once)
-    ladder = tuple(printed.source.replace(one, f"__launch_bounds__({program.num_threads}, {b})",
-                                          1)
+    threads = launch_threads(program)
+    one = f"__launch_bounds__({threads}, 1)"  # (the printer's, once)
+    ladder = tuple(printed.source.replace(one, f"__launch_bounds__({threads}, {b})", 1)
                    for b in blocks_ladder(program, printed.smem, resolve_target(arch))[:-1])
     params = []
     for p in program.params:
@@ -57,7 +58,7 @@ def generate_block(program: BlockProgram, arch: str, prepared=None) -> Generated
                for m, (tensor, box, swizzle, split) in printed.maps.items()]
     grid = [int(g.value) if isinstance(g, Const) else (lambda d, g=g: int(_eval(g, d)))
             for g in program.grid]
-    launch = LaunchSpec(grid=tuple(grid), block=(program.num_threads,), smem=printed.smem)
+    launch = LaunchSpec(grid=tuple(grid), block=(threads,), smem=printed.smem)
     return GeneratedBlock(printed.name, printed.source, tuple(params), launch, ladder)
 
 

@@ -116,7 +116,7 @@ class ComputePrinter(MmaPrinter):
         """Write register tensors row-major into the scratch area (after a barrier; `owner`:
         the instruction, whose reserved bytes are used when the plan has some); returns their
         pointers. Replicas write the same values."""
-        self.w("__syncthreads();  // the scratch area may still be read")
+        self.w(f"{self.bar_sync}  // the scratch area may still be read")
         base = self.scratch_base(owner, staged_bytes(tensors))
         ptrs, off = [], 0
         for t in tensors:
@@ -133,7 +133,7 @@ class ComputePrinter(MmaPrinter):
             self.close()
             off += -(-math.prod(shape) * t.dtype.bits // 8 // 16) * 16
             ptrs.append(p)
-        self.w("__syncthreads();")
+        self.w(self.bar_sync)
         return ptrs
 
     def _Dot(self, s: Dot) -> None:
@@ -197,11 +197,11 @@ class ComputePrinter(MmaPrinter):
             shuffle(o)
         self.close()
         if warp:  # one partial per warp and row, through the scratch area (after a barrier)
-            self.w("__syncthreads();  // the scratch area may still be read")
+            self.w(f"{self.bar_sync}  // the scratch area may still be read")
             base = self.scratch_base(s, n * nt * acc.bits // 8)
             self.w(f"{t}* scratch = reinterpret_cast<{t}*>(tc_smem + {base});")
             self.w(f"for (int j = 0; j < {n}; ++j) scratch[j * {nt} + tid] = red[j];")
-            self.w("__syncthreads();")
+            self.w(self.bar_sync)
             pick = " | ".join(f"((tid & {lo}) << {(wo // lo).bit_length() - 1})"
                               for lo, wo in zip(lane, warp))
             self.w(f"const int rbase = tid & ~{sum(warp)}, pick = {pick};")

@@ -62,7 +62,7 @@ class DebugPrinter:
         if isinstance(t, RegisterTensor):
             (ptr,) = self.stage([t])  # row-major in the scratch area (barriers around)
         else:
-            self.w("__syncthreads();  // every thread's earlier stores are visible to thread 0")
+            self.w(f"{self.bar_sync}  // every thread's earlier stores are visible to thread 0")
             ptr = self.tensor(t)
         self.print_rows(t, ptr, head)
         self.close()
@@ -111,7 +111,7 @@ class DebugPrinter:
         prints each register it holds with its tile coordinates (the hardware's order)."""
         pfmt, pargs = self.prefix(False)
         self.w(f"if (tid == 0) {_printf(f'{pfmt} {head}', pargs)}")
-        self.w("__syncthreads();  // the header comes first")
+        self.w(f"{self.bar_sync}  // the header comes first")
         tfmt, targs = self.prefix(True)
         rep = replica_index(t.layout, "tid")
         if rep:

@@ -103,7 +103,7 @@ class ScanPrinter:
             self.w(f"scan[{flat}] = tc::cast<{ot}>(acc);")
         self.close()
         self.close()
-        self.w("__syncthreads();")
+        self.w(self.bar_sync)
         self.per_register(s.out)
         c = frag_coords(s.out.layout, "tid", "li")
         pos = c[0]

@@ -364,7 +364,7 @@ class TransferPrinter:
         self.w(f"tc::cp_async_wait<{s.n}>();")
 
     def _Synchronize(self, s: Synchronize) -> None:
-        self.w("__syncthreads();")
+        self.w(self.bar_sync)
 
     def _Exit(self, s: Exit) -> None:
         self.w("return;")

@@ -26,6 +26,16 @@ TC_DEVICE void fence_device() { __threadfence(); }
 TC_DEVICE void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// Warp specialization: a warpgroup gives back registers (the producer) or takes them (the
+// consumer); every warp of the warpgroup executes it. sm_90a only.
+template <int N>
+TC_DEVICE void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N));
+}
+template <int N>
+TC_DEVICE void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N));
+}
 // Barrier over all threads of all CTAs in the cluster.
 TC_DEVICE void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
