@@ -116,7 +116,13 @@ def _scaled_gemm(k, stages=3):
 
 
 @pytest.mark.parametrize("k,stages", [(96, 3), (160, 4), (256, 3)])
-def test_a_consumer_making_its_a_in_registers_runs_two_iterations_a_trip(k, stages):
+def test_a_consumer_making_its_a_in_registers_runs_two_iterations_a_trip(k, stages, monkeypatch):
+    """Not split by default (it measured no faster: `worth_splitting`); forced here, the
+    mechanism the dequantizing producer will use: the consumer's loop in pairs."""
+    import tilecraft.passes.pipeline_copies as pc
+
+    assert not any(isinstance(s, WarpRoles) for s in walk(_program(_scaled_gemm(k, stages)).body))
+    monkeypatch.setattr(pc, "worth_splitting", lambda dot, stages: True)
     program = _program(_scaled_gemm(k, stages))
     roles = _roles(program)
     (loop,) = [s for s in walk(roles.consumer) if isinstance(s, For)]
@@ -130,6 +136,15 @@ def test_a_consumer_making_its_a_in_registers_runs_two_iterations_a_trip(k, stag
     program.run(*got)
     for x, y in zip(want, got):
         np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
+@pytest.mark.parametrize("bm,bn,stages,split", [(128, 256, 4, False), (256, 128, 4, False),
+                                                (128, 256, 3, True), (128, 128, 4, True),
+                                                (128, 128, 5, True)])
+def test_the_split_is_taken_where_it_measured_faster(bm, bn, stages, split):
+    """benchmarks/NOTES.md, session 16: large tiles on 4 stages keep the plain pipeline."""
+    program = _program(_gemm(1024, 1024, 1024, bm, bn, 64, stages, 256))
+    assert any(isinstance(s, WarpRoles) for s in walk(program.body)) == split
 
 
 def test_the_switch_and_other_targets_keep_one_role():
@@ -255,7 +270,7 @@ def test_the_split_gemm_compiles_without_spills():
     from tilecraft.codegen.cuda.build import generate_cuda
     from tilecraft.runtime import compile_cuda
 
-    gen = generate_cuda(_gemm(4096, 4096, 4096, 128, 256, 64, 4, 256), "sm_90a")
+    gen = generate_cuda(_gemm(4096, 4096, 4096, 128, 256, 64, 3, 256), "sm_90a")
     assert "setmaxnreg" in gen.source
     res = compile_cuda(gen.source, "sm_90a", name=gen.name).resources
     assert res.spill_stores == 0 and res.spill_loads == 0

@@ -36,8 +36,11 @@ from tilecraft.ir.visitor import walk
 #: the condition of every WarpRoles: true in the producer role
 PRODUCER = Var.create("producer_role", "bool")
 
-#: registers per thread (setmaxnreg takes multiples of 8 in 24 .. 256)
+#: registers of an SM (setmaxnreg takes multiples of 8 in 24 .. 256 per thread)
 REGISTER_FILE = 65536
+
+#: what a producer that only issues copies keeps (CUTLASS's producers keep 40)
+PRODUCER_REGS = 40
 
 
 @dataclass(frozen=True)
@@ -52,15 +55,16 @@ class WarpRoles(If):
 
     @classmethod
     def create(cls, producer: Stmt | list, consumer: Stmt | list, consumer_threads: int,
-               producer_threads: int = 128, span: Span | None = None) -> WarpRoles:
+               producer_threads: int = 128, producer_regs: int | None = None,
+               span: Span | None = None) -> WarpRoles:
         """The split with the most registers the consumer can take once the producer keeps
-        `producer_regs` (40): (REGISTER_FILE - producer) / consumers, a multiple of 8, <= 240
-        (as CUTLASS takes: 256 is the instruction's bound, 255 the hardware's)."""
+        `producer_regs` (PRODUCER_REGS): (REGISTER_FILE - producer) / consumers, a multiple of
+        8, <= 240 (as CUTLASS takes: 256 is the instruction's bound, 255 the hardware's)."""
         if isinstance(producer, list):
             producer = SeqStmt.create(producer)
         if isinstance(consumer, list):
             consumer = SeqStmt.create(consumer)
-        low = 40
+        low = PRODUCER_REGS if producer_regs is None else producer_regs
         high = min(240, (REGISTER_FILE - producer_threads * low) // consumer_threads // 8 * 8)
         return cls(PRODUCER, producer, consumer, producer_threads=producer_threads,
                    producer_regs=low, consumer_regs=high, span=span)

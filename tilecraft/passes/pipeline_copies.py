@@ -90,7 +90,7 @@ from tilecraft.layout import stacked
 
 from .context import KernelState
 from .unroll_pairs import unroll_pairs
-from .warp_specialize import can_split, hoist, specialized
+from .warp_specialize import can_split, hoist, specialized, worth_splitting
 
 #: what the body may do before an in-flight dot besides lets: make register tensors
 _REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, BinaryOp, UnaryOp, Fill)
@@ -280,7 +280,8 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         return [If(cond, SeqStmt.create(stmts), None, span)]
 
     commit = [] if tma else [CopyAsyncCommitGroup.create(span=span)]
-    roles = cfg.roles and empty is not None  # the copies go to a producer warpgroup
+    # the copies go to a producer warpgroup (warp_specialize.py)
+    roles = cfg.roles and empty is not None and worth_splitting(dot, S)
     prologue: list[Stmt] = []
     if bars is not None:
         prologue += [AllocateShared.create(bars, span=span),

@@ -3,7 +3,7 @@
 Requires: a T.Pipelined loop at the top of the kernel's body that pipeline_copies turns into
 the TMA form with its lone asynchronous dot (full and empty mbarriers), on sm_90a, in a kernel
 of whole warpgroups with no `exit`, whose top-level lets read no memory, and no other top-level
-pipelined loop. Guarantees: the loop's copies move to a producer warpgroup of 128 more threads
+pipelined loop; and where the split measured faster (`worth_splitting`). Guarantees: the loop's copies move to a producer warpgroup of 128 more threads
 (block/roles.py), which fills each stage as soon as the consumers release it (S iterations ahead
 instead of S - 2); the consumers (the block's threads) only wait, compute and release; every
 statement of the body except the lets, the shared allocations and `T.use_swizzle` moves into the
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tilecraft.block import AllocateShared, Exit, MbarrierInit, MbarrierWait
+from tilecraft.block import AllocateShared, Exit, MbarrierInit, MbarrierWait, RegisterTensor
 from tilecraft.block.roles import WarpRoles
 from tilecraft.ir import BufferLoad, For, LetStmt, SeqStmt, Stmt, UseSwizzle
 from tilecraft.ir.simplify import simplify
@@ -51,6 +51,19 @@ def can_split(body: Stmt, num_threads: int) -> bool:
         return False
     return all(not any(isinstance(x, BufferLoad) for x in walk_expr(s.value))
                for s in top if isinstance(s, LetStmt))
+
+
+def worth_splitting(dot, stages: int) -> bool:
+    """Whether the split measured faster than the plain pipeline (H200, 8192^3 and 4096^3 f16
+    GEMM, benchmarks/NOTES.md "Session 16"): yes for tiles under 128 x 256 (128 x 128 on 128 or
+    256 threads, 3-5 stages: +6-9%) and for 3 stages (the plain loop's copies run one iteration
+    ahead: 128 x 256 +14%); no for 128 x 256 and 256 x 128 on 4 stages (-3-4%), nor where the
+    body makes the dot's A in registers (the quantized matmul: -3% to +1%; its producer would
+    have to dequantize: docs/warp_specialization.md)."""
+    if isinstance(dot.a, RegisterTensor):
+        return False
+    m, n, _ = dot.mnk
+    return stages == 3 or m * n < 128 * 256
 
 
 def specialized(loop: For, S: int, empty, issue: Callable, guarded: Callable,
