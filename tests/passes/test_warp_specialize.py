@@ -115,27 +115,10 @@ def _scaled_gemm(k, stages=3):
     return scaled
 
 
-@pytest.mark.parametrize("k,stages", [(96, 3), (160, 4), (256, 3)])
-def test_a_consumer_making_its_a_in_registers_runs_two_iterations_a_trip(k, stages, monkeypatch):
-    """Not split by default (it measured no faster: `worth_splitting`); forced here, the
-    mechanism the dequantizing producer will use: the consumer's loop in pairs."""
-    import tilecraft.passes.pipeline_copies as pc
-
-    assert not any(isinstance(s, WarpRoles) for s in walk(_program(_scaled_gemm(k, stages)).body))
-    monkeypatch.setattr(pc, "worth_splitting", lambda dot, stages: True)
-    program = _program(_scaled_gemm(k, stages))
-    roles = _roles(program)
-    (loop,) = [s for s in walk(roles.consumer) if isinstance(s, For)]
-    assert len([s for s in walk(loop.body) if isinstance(s, DotShared)]) == 2  # unroll_pairs
-    a = [s.a for s in walk(roles.consumer) if isinstance(s, DotShared)]
-    assert all(isinstance(t, RegisterTensor) for t in a) and len(set(a)) == len(a)
-    plain = _program(_scaled_gemm(k, stages), HOPPER.replace(warp_specialize=False))
-    want = random_inputs(_scaled_gemm(k, stages), k, 64)
-    got = [x.copy() for x in want]
-    plain.run(*want)
-    program.run(*got)
-    for x, y in zip(want, got):
-        np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
+def test_a_body_making_the_dots_a_in_registers_keeps_the_plain_pipeline():
+    """A producer that only copies bought the quantized matmul nothing (and the dequantizing
+    producer is off): `split_mode`."""
+    assert not any(isinstance(s, WarpRoles) for s in walk(_program(_scaled_gemm(160, 4)).body))
 
 
 @pytest.mark.parametrize("bm,bn,stages,split", [(128, 256, 4, False), (256, 128, 4, False),
@@ -274,3 +257,31 @@ def test_the_split_gemm_compiles_without_spills():
     assert "setmaxnreg" in gen.source
     res = compile_cuda(gen.source, "sm_90a", name=gen.name).resources
     assert res.spill_stores == 0 and res.spill_loads == 0
+
+
+@pytest.mark.parametrize("wtype", ["uint4", "uint3", "float6_e3m2", "int8"])
+def test_a_dequantizing_producer_computes_what_the_plain_pipeline_computes(wtype, monkeypatch):
+    """The quantized matmul's prefill with the producer making the weight tile and storing it
+    into a ring the consumers' dot reads (off by default: warp_specialize.DEQUANTIZE, it
+    measured slower); bit for bit the plain pipeline's result on the VM."""
+    import tilecraft.passes.warp_specialize as ws
+    from tilecraft.quant.qmm_kernel import qmm_kernel
+
+    zeros = wtype.startswith("uint")
+    func = qmm_kernel.factory(200, 256, 512, wtype, "float16", 128, 0, zeros, False, BM=128,
+                              warps=8, rows=1, BK=64, stages=4, split=1)
+    plain = _program(func)
+    assert not any(isinstance(s, WarpRoles) for s in walk(plain.body))
+    monkeypatch.setattr(ws, "DEQUANTIZE", True)
+    program = _program(func)
+    roles = _roles(program)
+    assert roles.producer_threads == program.num_threads == 256
+    assert not any(isinstance(s, DotShared) for s in walk(roles.producer))
+    (dot,) = [s for s in walk(roles.consumer) if isinstance(s, DotShared)]
+    assert dot.asynchronous and not isinstance(dot.a, RegisterTensor)  # both from shared memory
+    want = random_inputs(func, 0, 64)
+    got = [x.copy() for x in want]
+    plain.run(*want)
+    program.run(*got)
+    for x, y in zip(want, got):
+        np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))

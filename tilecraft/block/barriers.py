@@ -113,6 +113,16 @@ def insert_barriers(program: BlockProgram, aliases=None) -> BlockProgram:
     return dataclasses.replace(program, body=body)
 
 
+def _rings(x: WarpRoles) -> set:
+    """The slices of the tensors both roles slice (the stages one role fills and the other
+    reads, each reuse ordered by mbarriers: no barrier inside a role for them)."""
+    def slices(body):
+        return {s.src.buffer: s for s in walk(body) if isinstance(s, SharedSlice)}
+
+    both = slices(x.producer).keys() & slices(x.consumer).keys()
+    return {s.out.buffer for s in walk(x) if isinstance(s, SharedSlice) and s.src.buffer in both}
+
+
 def _barrier(span) -> Synchronize:
     return Synchronize.create(span=span)
 
@@ -123,6 +133,7 @@ class _Barriers:
         self.aliases = aliases
         self.threads = threads  # per-thread values (block/threads.py)
         self.scratch = scratch  # instruction -> the key of the arena bytes it stages through
+        self.skip: set = set()  # stage slices the mbarriers of warp roles order (`_rings`)
 
     def access(self, s: Stmt) -> tuple[set, set]:
         """(memory read, memory written) by a statement: shared tensors, and global tensors by
@@ -146,7 +157,7 @@ class _Barriers:
         return reads, self.keys(_memory(s.writes()))
 
     def keys(self, bufs: set) -> set:
-        return {self.aliases.get(b, b) for b in bufs}
+        return {self.aliases.get(b, b) for b in bufs if b not in self.skip}
 
     def touches_memory(self, s: Stmt) -> bool:
         return any(a or b for a, b in (self.access(x) for x in walk(s)))
@@ -229,8 +240,10 @@ class _Barriers:
         if st.conflicts(reads, writes):
             out.append(_barrier(x.span))
             st.clear()
+        skip, self.skip = self.skip, self.skip | _rings(x)
         producer = self.seq(x.producer, _State())
         consumer = self.seq(x.consumer, _State(pending=set(st.pending)))
+        self.skip = skip
         st.read |= reads
         st.wrote |= writes
         return out + [dataclasses.replace(x, then_body=producer, else_body=consumer)]

@@ -83,16 +83,16 @@ def _stmt(program: BlockProgram, s: Stmt, scope: set) -> None:
 
 
 def _roles(program: BlockProgram, s: WarpRoles, scope: set) -> None:
-    """Two roles: the producer touches no register tensor (its threads are not the layouts'),
+    """Two roles: a producer of other than the block's thread count touches no register tensor,
     neither role nests another split, and the registers fit the register file."""
     for body in (s.producer, s.consumer):
         if any(isinstance(x, WarpRoles) for x in walk(body)):
             raise TilecraftError("TC603", s.span, instr="warp_roles", detail="a role splits again")
-    for x in walk(s.producer):
-        if isinstance(x, Instruction) and any(isinstance(t, RegisterTensor)
-                                              for t in x.reads() + x.writes()):
-            raise _bad(x, "the producer role of warp_roles touches register tensors (their "
-                       "layouts are over the consumer's threads)")
+    for x in walk(s.producer):  # (register layouts span the block's num_threads threads)
+        if s.producer_threads != program.num_threads and isinstance(x, Instruction) and any(
+                isinstance(t, RegisterTensor) for t in x.reads() + x.writes()):
+            raise _bad(x, f"the producer role of warp_roles ({s.producer_threads} threads) "
+                       f"touches register tensors, whose layouts are over {program.num_threads}")
     if s.producer_threads % 128 or program.num_threads % 128:
         raise TilecraftError("TC603", s.span, instr="warp_roles",
                              detail=f"roles of {s.producer_threads} and {program.num_threads} "

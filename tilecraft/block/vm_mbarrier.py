@@ -5,7 +5,8 @@ completes a phase each time they reach its `mbarrier_init` count. `copy_async_bu
 tile when issued (like copy_async) and lands at the `mbarrier_wait` on its barrier: until then
 touching its destination is TC605 (the per-element pending counts of vm.py). Waits take the
 phases in order: a wait names the parity of the next phase not waited for (else TC603), and
-that phase must have completed (a wait no arrival can satisfy would hang the GPU: TC603).
+that phase must have completed (a wait no arrival can satisfy would hang the GPU: TC603). With
+warp roles each role takes the phases in order on its own.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _state(vm: BlockVM, bars) -> dict:
 def _init(vm: BlockVM, s: MbarrierInit) -> None:
     n = int(s.bars.shape[0])
     vm.barriers[s.bars] = {"count": s.arrivals, "arrived": [0] * n, "completed": [0] * n,
-                           "waited": [0] * n, "copies": [[] for _ in range(n)]}
+                           "waited": {}, "copies": [[] for _ in range(n)]}
 
 
 def _arrive(vm: BlockVM, bars, index, arrivals: int) -> bool:
@@ -83,7 +84,9 @@ def _copy_bulk(vm: BlockVM, s: CopyAsyncBulk) -> None:
 def _wait(vm: BlockVM, s: MbarrierWait) -> None:
     i = _index(vm, s.bars, s.index)
     st = _state(vm, s.bars)
-    phase, n = int(vm.ev.scalar(s.phase)), st["waited"][i]
+    role = vm.roles.role() if vm.roles is not None else None  # (each role waits in order)
+    waited = st["waited"].setdefault(role, [0] * len(st["arrived"]))
+    phase, n = int(vm.ev.scalar(s.phase)), waited[i]
     if phase != n % 2:
         raise TilecraftError("TC603", s.span, instr=s.NAME,
                              detail=f"barrier {i} of `{s.bars.name}` is in phase {n % 2}, the "
@@ -97,5 +100,5 @@ def _wait(vm: BlockVM, s: MbarrierWait) -> None:
                              f"`{s.bars.name}` before this wait (it would never return)")
     vm.complete(st["copies"][i])
     st["copies"][i] = []
-    st["waited"][i] += 1
+    waited[i] += 1
 

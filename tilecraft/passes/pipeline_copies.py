@@ -88,9 +88,10 @@ from tilecraft.ir.simplify import simplify
 from tilecraft.ir.visitor import walk, walk_expr
 from tilecraft.layout import stacked
 
+from . import warp_specialize
 from .context import KernelState
 from .unroll_pairs import unroll_pairs
-from .warp_specialize import can_split, hoist, specialized, worth_splitting
+from .warp_specialize import can_split, dequantizing, hoist, specialized, split_mode
 
 #: what the body may do before an in-flight dot besides lets: make register tensors
 _REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, BinaryOp, UnaryOp, Fill)
@@ -102,6 +103,7 @@ class _Config:
     tma: bool  # copies that qualify become TMA loads on mbarriers
     warps: int  # of the block (arrivals on a stage's "empty" barrier)
     roles: bool  # a top-level wgmma mainloop may be warp-specialized (warp_specialize.py)
+    dequantize: bool  # ... with a producer that also makes the dot's register A
     threads: int  # of the block
 
 
@@ -122,7 +124,7 @@ def pipeline_copies(state: KernelState) -> None:
     roles = lone and opts.tma and opts.warp_specialize and can_split(program.body,
                                                                     program.num_threads)
     cfg = _Config(lone, hopper and opts.tma, program.num_threads // 32, roles,
-                  program.num_threads)
+                  warp_specialize.DEQUANTIZE, program.num_threads)
     body = _rewrite(program.body, program.body, staged, cfg)
     if staged:
         body = hoist(_reallocate(body, staged), program.num_threads)
@@ -280,8 +282,10 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         return [If(cond, SeqStmt.create(stmts), None, span)]
 
     commit = [] if tma else [CopyAsyncCommitGroup.create(span=span)]
-    # the copies go to a producer warpgroup (warp_specialize.py)
-    roles = cfg.roles and empty is not None and worth_splitting(dot, S)
+    # the copies (and the dot's A) go to a producer warpgroup (warp_specialize.py)
+    mode = split_mode(dot, S, cfg.dequantize, cfg.threads) if cfg.roles and empty is not None \
+        else None
+    roles = mode == "copies"
     prologue: list[Stmt] = []
     if bars is not None:
         prologue += [AllocateShared.create(bars, span=span),
@@ -289,6 +293,11 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
     if empty is not None:  # every warp arrives once it is done reading a stage
         prologue += [AllocateShared.create(empty, span=span),
                      MbarrierInit.create(empty, cfg.warps, span=span)]
+    if mode == "dequantize":
+        tiles = {p.copy.dst: staged[p.copy.dst] for p in producers}
+        return SeqStmt.create(prologue + dequantizing(
+            loop, S, ahead, bars, empty, issue, guarded, tiles, rest[:-1], dot,
+            [DotWaitGroup.create(0, span=span)], cfg.threads))
     for it in range(0 if roles else ahead):
         cond = _lt(Const.create(it), n)
         prologue += guarded(cond, issue(Const.create(it), Const.create(it), f"p{it}"))

@@ -72,6 +72,7 @@ class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, Compu
         self.lines: list[str] = []
         self.depth = 1
         self.bar_sync = "__syncthreads();"  # a synchronize: inside a role, its named barrier
+        self.role = None  # inside warp_roles: "producer" or "consumer"
         self.names: dict[object, str] = {}
         self.smem_plan = None  # the shared tensors' offsets (block/smem_plan.py)
         self.scratch = 0  # bytes of the largest dot/reduce staging area
@@ -188,19 +189,19 @@ class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, Compu
         self.open(f"if (threadIdx.x >= {n})")
         self.w(f"tc::setmaxnreg_dec<{s.producer_regs}>();  // the producer's {p} threads")
         self.w(f"const int tid = threadIdx.x - {n};  // (numbered from 0 in the role)")
-        self.role_body(s.producer, f"tc::named_barrier_sync(2, {p});")
+        self.role_body(s.producer, f"tc::named_barrier_sync(2, {p});", "producer")
         self.close()
         self.open("else")
         self.w(f"tc::setmaxnreg_inc<{s.consumer_regs}>();  // the consumer's {n} threads")
-        self.role_body(s.consumer, f"tc::named_barrier_sync(1, {n});")
+        self.role_body(s.consumer, f"tc::named_barrier_sync(1, {n});", "consumer")
         self.close()
 
-    def role_body(self, body, bar_sync: str) -> None:
-        saved, self.bar_sync = self.bar_sync, bar_sync
+    def role_body(self, body, bar_sync: str, role: str) -> None:
+        saved, self.bar_sync, self.role = self.bar_sync, bar_sync, role
         try:
             self.stmt(body)
         finally:
-            self.bar_sync = saved
+            self.bar_sync, self.role = saved, None
 
     def refuse_packed(self, s) -> None:
         """TC502 at `s` when it is an instruction PACKED_OK lacks touching a packed tensor."""

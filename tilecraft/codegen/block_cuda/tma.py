@@ -38,6 +38,9 @@ class TmaPrinter:
         self.w(f"{guard}tc::mbarrier_wait({self.bar(s.bars, s.index)}, {self.p(s.phase)});")
 
     def _MbarrierArrive(self, s: MbarrierArrive) -> None:
+        if self.role == "producer":  # its shared stores, before the consumers' wgmma reads them
+            self.w("tc::fence_proxy_async_shared();")
+            self.w("__syncwarp();  // every lane's stores before lane 0 arrives")
         self.w(f"if (tid % 32 == 0) tc::mbarrier_arrive({self.bar(s.bars, s.index)});  "
                "// one arrival per warp")
 
