@@ -11,7 +11,8 @@ without it.
 The environment variables (each "0" turns its switch off): TILECRAFT_WGMMA (wgmma on sm_90a;
 else mma.sync), TILECRAFT_WGMMA_PIPE (a pipelined loop's lone wgmma dot left running across
 iterations), TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async), TILECRAFT_WS (a
-wgmma mainloop's copies in a producer warpgroup: passes/warp_specialize.py); TILECRAFT_ARCH (the
+wgmma mainloop's copies in a producer warpgroup where it measured faster; "always": wherever the
+form allows, `warp_specialize="always"`: passes/warp_specialize.py); TILECRAFT_ARCH (the
 arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after each pass).
 """
 
@@ -40,7 +41,8 @@ class CompileOptions(Frozen):
     __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "warp_specialize", "dump_ir")
 
     def __init__(self, target: Target, *, wgmma: bool = True, wgmma_pipeline: bool = True,
-                 tma: bool = True, warp_specialize: bool = True, dump_ir: str | None = None):
+                 tma: bool = True, warp_specialize: bool | str = True,
+                 dump_ir: str | None = None):
         _set(self, "target", target)
         _set(self, "wgmma", wgmma)
         _set(self, "wgmma_pipeline", wgmma_pipeline)
@@ -60,9 +62,10 @@ class CompileOptions(Frozen):
         environment turns off."""
         env = os.environ if environ is None else environ
         target = target_from_arch(arch) if arch else current_target(environ=env)
-        off = {name: env.get(var, "1") == "0" for name, var in _SWITCHES.items()}
-        return cls(target, **{name: not o for name, o in off.items()},
-                   dump_ir=env.get("TILECRAFT_DUMP_IR") or None)
+        switches: dict = {name: env.get(var, "1") != "0" for name, var in _SWITCHES.items()}
+        if env.get("TILECRAFT_WS") == "always":  # split wherever the form allows (tests, tuning)
+            switches["warp_specialize"] = "always"
+        return cls(target, **switches, dump_ir=env.get("TILECRAFT_DUMP_IR") or None)
 
     def key(self) -> tuple[str, ...]:
         """What the generated code depends on (the dump directory does not change it)."""

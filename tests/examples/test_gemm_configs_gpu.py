@@ -42,3 +42,21 @@ def test_gemm_tiles_larger_than_the_tensors(device, M, N, K):
     b = torch.randn(K, N, dtype=torch.float16, device=device)
     c = call_poisoned(kernel, a, b)
     assert_close(c, gemm_example.reference(a, b), 1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("shape", SHAPES[:5], ids=lambda s: "x".join(map(str, s)))
+def test_gemm_config_with_a_producer_warpgroup_matches_torch(cfg, shape, monkeypatch):
+    """Every loop that can take the split takes it (TILECRAFT_WS=always, whatever measured
+    faster): 3 stages or more, TMA tiles, several k steps (the first two shapes)."""
+    monkeypatch.setenv("TILECRAFT_WS", "always")
+    M, N, K = shape
+    bm, bn, bk, stages, threads = cfg
+    kernel = gemm_example.matmul(M, N, K, bm, bn, bk, num_stages=stages, threads=threads)
+    if stages >= 3 and shape in SHAPES[:2]:
+        assert "tc::setmaxnreg_inc" in kernel.get_kernel_source()
+    a = torch.randn(M, K, dtype=torch.float16, device="cuda")
+    b = torch.randn(K, N, dtype=torch.float16, device="cuda")
+    c = call_poisoned(kernel, a, b)
+    assert_close(c, gemm_example.reference(a, b), 1e-2)

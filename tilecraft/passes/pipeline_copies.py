@@ -105,6 +105,8 @@ class _Config:
     roles: bool  # a top-level wgmma mainloop may be warp-specialized (warp_specialize.py)
     dequantize: bool  # ... with a producer that also makes the dot's register A
     threads: int  # of the block
+    smem_per_sm: int  # the target's shared memory per SM (bytes)
+    always: bool  # split wherever the form allows (warp_specialize="always")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +126,8 @@ def pipeline_copies(state: KernelState) -> None:
     roles = lone and opts.tma and opts.warp_specialize and can_split(program.body,
                                                                     program.num_threads)
     cfg = _Config(lone, hopper and opts.tma, program.num_threads // 32, roles,
-                  warp_specialize.DEQUANTIZE, program.num_threads)
+                  warp_specialize.DEQUANTIZE, program.num_threads,
+                  state.target.shared_memory_per_sm, opts.warp_specialize == "always")
     body = _rewrite(program.body, program.body, staged, cfg)
     if staged:
         body = hoist(_reallocate(body, staged), program.num_threads)
@@ -283,8 +286,10 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
 
     commit = [] if tma else [CopyAsyncCommitGroup.create(span=span)]
     # the copies (and the dot's A) go to a producer warpgroup (warp_specialize.py)
-    mode = split_mode(dot, S, cfg.dequantize, cfg.threads) if cfg.roles and empty is not None \
-        else None
+    mode = None
+    if cfg.roles and empty is not None:
+        mode = split_mode(dot, S, cfg.dequantize, cfg.threads, nbytes * S, cfg.smem_per_sm,
+                          cfg.always)
     roles = mode == "copies"
     prologue: list[Stmt] = []
     if bars is not None:

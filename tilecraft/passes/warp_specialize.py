@@ -65,25 +65,32 @@ def can_split(body: Stmt, num_threads: int) -> bool:
                for s in top if isinstance(s, LetStmt))
 
 
-def split_mode(dot, stages: int, dequantize: bool, num_threads: int) -> str | None:
+def split_mode(dot, stages: int, dequantize: bool, num_threads: int, stage_bytes: int,
+               smem_per_sm: int, always: bool = False) -> str | None:
     """How the loop splits: "copies" (the producer only copies), "dequantize" (it also makes the
     dot's A, `dequantizing`; only with DEQUANTIZE, and where the consumers' f32 accumulators
-    fit the 128 registers a thread of a 4-warpgroup block has), or None (the plain pipeline)."""
+    fit the 128 registers a thread of a 4-warpgroup block has), or None (the plain pipeline).
+    `always` (warp_specialize="always"): "copies" wherever the form allows."""
     if isinstance(dot.a, RegisterTensor):
         m, n, _ = dot.mnk
         return "dequantize" if dequantize and m * n // num_threads <= 64 else None
-    return "copies" if worth_splitting(dot, stages) else None
+    fast = always or worth_splitting(dot, stages, stage_bytes, smem_per_sm)
+    return "copies" if fast else None
 
 
-def worth_splitting(dot, stages: int) -> bool:
+def worth_splitting(dot, stages: int, stage_bytes: int, smem_per_sm: int) -> bool:
     """Whether the split measured faster than the plain pipeline (H200, 8192^3 and 4096^3 f16
     GEMM, benchmarks/NOTES.md "Session 16"): yes for tiles under 128 x 256 (128 x 128 on 128 or
     256 threads, 3-5 stages: +6-9%) and for 3 stages (the plain loop's copies run one iteration
     ahead: 128 x 256 +14%); no for 128 x 256 and 256 x 128 on 4 stages (-3-4%), nor where the
     body makes the dot's A in registers (the quantized matmul: -3% to +1%; its producer would
-    have to dequantize: docs/warp_specialization.md)."""
+    have to dequantize: docs/warp_specialization.md). Only where the stages (`stage_bytes`, all
+    of them) leave room for one block per SM anyway: the split's consumers take the registers
+    (setmaxnreg), which would cost the plain kernel's other resident blocks; every measured
+    case had one (128 KB of stages and more)."""
     m, n, _ = dot.mnk
-    return stages == 3 or m * n < 128 * 256
+    one_block = stage_bytes > smem_per_sm // 2
+    return one_block and (stages == 3 or m * n < 128 * 256)
 
 
 def specialized(loop: For, S: int, empty, issue: Callable, guarded: Callable,
