@@ -289,3 +289,18 @@ def test_a_dequantizing_producer_computes_what_the_plain_pipeline_computes(wtype
     program.run(*got)
     for x, y in zip(want, got):
         np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
+def test_a_producer_of_other_than_the_blocks_threads_may_not_touch_registers():
+    """Its threads are not the ones register layouts span (block/roles.py)."""
+    from tilecraft.block import AllocateRegister
+
+    program = _program(_gemm(128, 128, 256, bm=128, threads=256), ALWAYS)  # 256 + 128 threads
+    roles = _roles(program)
+    acc = next(s for s in walk(roles.consumer) if isinstance(s, AllocateRegister))
+    producer = SeqStmt.create([acc, roles.producer])
+    bad = dataclasses.replace(program, body=SeqStmt.create(
+        list(program.body.stmts[:-1]) + [dataclasses.replace(roles, then_body=producer)]))
+    with pytest.raises(TilecraftError) as err:
+        bad.verify()
+    assert err.value.code == "TC603" and "touches register tensors" in str(err.value)
