@@ -204,3 +204,44 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
         got = np.array(rows[k])
         bad = np.argwhere(got != np.array(want))
         assert bad.size == 0, (func, [(int(c), int(i), hex(got[c, i])) for c, i in bad[:4]])
+
+
+@pytest.mark.parametrize("bits,ilv,n", [(4, False, 32), (4, True, 32), (4, True, 64),
+                                        (8, False, 16), (8, False, 32)])
+def test_a_zero_point_per_element_joins_the_fast_cast_exactly(tmp_path, bits, ilv, n):
+    """`fast_cast_int_z`: uint4 / uint8 -> f16 minus z[i] for result i, every code against
+    zeros over the whole range the trick takes (< 64 for 4 bits, < 1024 for 8), exactly
+    `code - z` (the interpreter's cast, then subtraction, of whole numbers)."""
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    limit = zero_point_limit(dt.resolve(f"uint{bits}"), dt.resolve("float16"))
+    nc = 1 << bits
+    func = f"tc::fast_cast_int_z<{bits}, {n}, {'true' if ilv else 'false'}>"
+    body = f"""
+int main() {{
+  for (int c = 0; c < {nc}; ++c) {{
+    unsigned char w[{n * bits // 8}] = {{0}};
+    unsigned z[{n}];
+    for (int i = 0; i < {n}; ++i) {{
+      for (int k = 0, code = (c + 7 * i) % {nc}; k < {bits}; ++k)
+        if (code >> k & 1) w[(i * {bits} + k) / 8] |= 1 << (i * {bits} + k) % 8;
+      z[i] = (c * 5 + 11 * i) % {limit};
+    }}
+    unsigned short o[{n}];
+    {func}(w, o, z);
+    for (int i = 0; i < {n}; ++i) printf("%u ", o[i]);
+    printf("\\n");
+  }}
+}}
+"""
+    (tmp_path / "z.cpp").write_text(MODELS + _header() + body)
+    subprocess.run([cxx, "-O1", "-std=c++17", "-w", "-o", str(tmp_path / "z"),
+                    str(tmp_path / "z.cpp")], check=True)
+    run = subprocess.run([str(tmp_path / "z")], capture_output=True, text=True, check=True)
+    got = np.array([list(map(int, line.split())) for line in run.stdout.splitlines()])
+    at = interleave_permutation(n, bits) if ilv else range(n)  # result j: code at position at[j]
+    want = np.array([[np.float16((c + 7 * at[j]) % nc - (c * 5 + 11 * j) % limit).view(np.uint16)
+                      for j in range(n)] for c in range(nc)])
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, [(int(c), int(j), hex(got[c, j]), hex(want[c, j])) for c, j in bad[:4]]

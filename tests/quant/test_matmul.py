@@ -147,3 +147,29 @@ def test_a_cpu_x_with_a_cuda_weight_is_refused():
     x = torch.randn(3, 128, dtype=torch.float16)
     err = error_here(lambda: quant.matmul(x, qw))  # ERR
     assert "cuda" in err.message
+
+
+@pytest.mark.parametrize("dtype", ["uint4", "uint8"])
+def test_whole_zero_points_go_to_the_kernel_as_codes_and_others_as_themselves(dtype):
+    """`quantize`'s zeros are whole numbers below 2^bits: the kernel takes them as uint8 codes
+    and subtracts them inside the fast cast (qmm.zero_codes); zeros a user made fractional, or
+    changed in place, are seen and take the general path, with the same results."""
+    qw = quant.quantize(weight(64, 128, seed=2), dtype, group_size=64)
+    codes = qmm.zero_codes(qw)
+    assert codes is not None and codes.dtype == torch.uint8
+    assert torch.equal(codes.to(qw.zeros.dtype), qw.zeros)
+    assert qmm.zero_codes(qw) is codes  # (checked once)
+    for M in (2, 40):  # decode and prefill paths
+        _check(torch.randn(M, 128, dtype=torch.float16), qw)
+    qw.zeros.add_(0.25)  # fractional now: the cached codes are dropped
+    assert qmm.zero_codes(qw) is None
+    _check(torch.randn(3, 128, dtype=torch.float16), qw)
+    qw.zeros.sub_(0.25).add_(1 << int(dtype[4:]))  # whole, but past the codes' range
+    assert qmm.zero_codes(qw) is None
+    _check(torch.randn(3, 128, dtype=torch.float16), qw)
+
+
+def test_zero_codes_are_only_for_unsigned_4_and_8_bit_weights():
+    for dtype in ("uint2", "uint3", "int4", "uint6"):
+        qw = quant.quantize(weight(64, 128), dtype, group_size=64, scheme="asymmetric")
+        assert qmm.zero_codes(qw) is None, dtype

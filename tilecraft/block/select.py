@@ -165,10 +165,11 @@ def _readers(program: BlockProgram) -> dict:
 
 def _fuse_cast_readers(stmts, plans: dict, readers: dict, target) -> None:
     """A fast integer cast whose only reader, later in the same sequence, subtracts a whole
-    constant or multiplies by a power of two (nothing writing the cast's source in between):
+    constant or multiplies by a power of two, or subtracts per-element whole zero points
+    (`fused_codes`) (nothing writing the cast's source in between):
     that reader prints as the cast with the constant joined to its trick
     (select_cast.fused_reader)."""
-    from .select_cast import Cast, CastPlan, fused_reader
+    from .select_cast import Cast, CastPlan, fused_codes, fused_reader
 
     for i, cast in enumerate(stmts):
         plan = plans.get(id(cast))
@@ -182,6 +183,13 @@ def _fuse_cast_readers(stmts, plans: dict, readers: dict, target) -> None:
         if j is None or any(cast.src in _writes(x) for x in stmts[i + 1:j]):
             continue
         fused = fused_reader(sub, cast, plan, target)
+        if fused is None:  # per-element zero points, unchanged from their cast to `sub`
+            made = {t: x for x in stmts[:j] for t in _writes(x)}  # (the last writer)
+            fused = fused_codes(sub, cast, plan, made)
+            if fused is not None:
+                k = next(k for k, x in enumerate(stmts[:j]) if x is made[sub.b])
+                if any(fused.codes in _writes(x) for x in stmts[k + 1:j]):
+                    fused = None
         if fused is not None:
             plans[id(sub)] = fused
             what = "multiplication" if fused.scale else "subtraction of its zero point"

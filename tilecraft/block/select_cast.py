@@ -40,6 +40,7 @@ the tricks subtract a magic number anyway, and the zero joins it (exact: `fuse_z
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tilecraft import dtypes as dt
 from tilecraft.interp.values import store_cast
@@ -134,6 +135,8 @@ class FusedCast:
     plan: CastPlan
     zero: int
     scale: int = 0
+    codes: Any = None  # zero points per element: this integer register tensor (`fused_codes`)
+    slots: tuple = ()  # for each result, the register of `codes` holding its zero
 
 
 def zero_point_limit(src: dt.DataType, out: dt.DataType) -> int:
@@ -168,6 +171,52 @@ def fused_reader(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> Fuse
         return None
     fused = select_cast(cast, target, zero=int(value))
     return FusedCast(cast, fused, int(value)) if fused is not None else None
+
+
+def fused_codes(sub: BinaryOp, cast: Cast, plan: CastPlan, made: dict) -> FusedCast | None:
+    """The fused plan for `sub` = `cast.out - cast(codes)` with `codes` unsigned integers each
+    result's zero point (broadcast), provably below the trick's limit: `codes = x & m` (`made`:
+    the instruction that wrote each tensor) or of a type that narrow; 4- and 8-bit unsigned
+    codes to f16 (`fast_cast_int_z`: the quantized matmul's per-group zeros); else None."""
+    from tilecraft.block.broadcast import broadcast_slots
+
+    from .tensors import RegisterTensor
+
+    src, out = cast.src.dtype, cast.out.dtype
+    if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
+            or sub.out.dtype != out or not isinstance(sub.b, RegisterTensor) \
+            or out.name != "float16" or src.kind != "uint" or src.bits not in (4, 8) \
+            or not plan.func.startswith("tc::fast_cast_int<"):
+        return None
+    zf = made.get(sub.b)
+    if not isinstance(zf, Cast) or zf.out.dtype != out or zf.out.layout != zf.src.layout:
+        return None
+    codes = zf.src
+    top = _largest(codes, made)
+    if top is None or top >= zero_point_limit(src, out) or plan.count % (32 // src.bits):
+        return None
+    slots = broadcast_slots(cast.out.layout, codes.layout)
+    if (slots < 0).any() or not (slots == slots[0]).all():
+        return None
+    ilv = "true" if plan.func.rstrip(">").split(", ")[5:6] == ["true"] else "false"
+    func = f"tc::fast_cast_int_z<{src.bits}, {plan.count}, {ilv}>"
+    return FusedCast(cast, CastPlan(plan.kind, plan.group, func, plan.count), 0, codes=codes,
+                     slots=tuple(int(x) for x in slots[0]))
+
+
+def _largest(codes, made: dict) -> int | None:
+    """The largest value `codes` (an unsigned integer register tensor) can hold: m for
+    `x & m`, else its type's; None for other types."""
+    t = codes.dtype
+    if not t.is_integer or t.kind != "uint" or t.bits not in (8, 16, 32):  # (not packed)
+        return None
+    top = (1 << t.bits) - 1
+    mask = made.get(codes)
+    if isinstance(mask, BinaryOp) and mask.op == "&" and mask.out == codes:
+        m = _constant(mask.b) if not hasattr(mask.b, "layout") else None
+        if m is not None and m == int(m) and m >= 0:
+            top = min(top, int(m))
+    return top
 
 
 def _constant(e: Expr) -> float | None:

@@ -156,13 +156,42 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
 
 
 _PLANS: dict = {}  # (shapes, types, options, switches) -> (kernel, reducer or None, split)
+_ZERO_CODES: Any = None  # QuantizedWeight -> ((its zeros' version, address), codes or None)
+
+
+def zero_codes(qweight: Any) -> Any:
+    """`qweight.zeros` as uint8 codes when the weight type is uint4 or uint8 and every zero is
+    a whole number in [0, 2^bits) (as `quantize` makes them): the kernel then subtracts them
+    inside the fast cast, for free (qmm_kernel's `zero_codes`); else None. Checked once per
+    weight (one device sync) and again when its zeros change in place."""
+    import weakref
+
+    import torch
+
+    global _ZERO_CODES
+    t = resolve(qweight.dtype)
+    if t.kind != "uint" or t.bits not in (4, 8) or plane_bits(t) is not None:
+        return None
+    if _ZERO_CODES is None:
+        _ZERO_CODES = weakref.WeakKeyDictionary()
+    z = qweight.zeros
+    stamp = (z._version, z.data_ptr())
+    hit = _ZERO_CODES.get(qweight)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    whole = bool(((z == z.round()) & (z >= 0) & (z < (1 << t.bits))).all())
+    codes = z.to(torch.uint8).contiguous() if whole else None
+    _ZERO_CODES[qweight] = (stamp, codes)
+    return codes
 
 
 def _plan(key: tuple, config: dict | None) -> tuple:
     from tilecraft.quant.qmm_kernel import qmm_kernel, qmm_reduce
 
-    M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias = key[:10]
+    M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias, codes = key[:11]
     cfg = dict(choose_config(M, N, K, bits, group, wtype), **(config or {}))
+    if codes:
+        cfg["zero_codes"] = True
     kernel = qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias, **cfg)
     split = cfg["split"]
     reducer = qmm_reduce(M, N, split, xtype, has_bias) if split > 1 else None
@@ -182,15 +211,19 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
     N = qweight.shape[0]
     has_zeros, has_bias = qweight.zeros is not None, bias is not None
     xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
+    # (8-bit zero codes at decode measured slower: 74 -> 106 us at M = 1, benchmarks/NOTES.md)
+    fused = has_zeros and xtype == "float16" and (qweight.bits == 4 or M > 16)
+    codes = zero_codes(qweight) if fused else None
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
-           0 if has_zeros else qweight.zero_point, has_zeros, has_bias,
+           0 if has_zeros else qweight.zero_point, has_zeros, has_bias, codes is not None,
            tuple(sorted(config.items())) if config else None, switches_from_env())
     kernel, reducer, split = _PLANS.get(key) or _plan(key, config)
     y = torch.empty(M, N, dtype=x.dtype, device=x.device)
     p = torch.empty((split, M, N) if split > 1 else (1, 1, 1), dtype=torch.float32,
                     device=x.device)
     s = qweight.scales.to(x.dtype).contiguous()
-    z = qweight.zeros.to(x.dtype).contiguous() if has_zeros else s
+    z = codes if codes is not None else qweight.zeros.to(x.dtype).contiguous() if has_zeros \
+        else s
     b = bias.to(x.dtype).contiguous() if has_bias else s.view(-1)[:N]  # (unread without bias)
     kernel(x, qweight.packed.view(N // 16, -1), s, z, b, y, p)
     if reducer is not None:

@@ -22,7 +22,7 @@ def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
 @tilecraft.jit
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
-               acc_scale=False, zero_products=True, unroll=0, tma=True):
+               acc_scale=False, zero_products=True, unroll=0, tma=True, zero_codes=False):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
@@ -32,7 +32,10 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     by the same mma on a tile of ones (an HMMA per k16 instead of an HADD2 per two weights;
     `zero_products=False` keeps the subtraction). `unroll`: k steps the CUDA compiler unrolls
     (the stages: constant stage addresses). `tma=False`: the k steps' tiles move by cp.async
-    even on sm_90a (T.copy's disable_tma)."""
+    even on sm_90a (T.copy's disable_tma). `zero_codes`: Z holds the zeros as uint8 codes below
+    2^bits (whole numbers; the caller checked), subtracted from the cast weights, where the
+    fast cast absorbs them at no cost (block/select_cast.py `fused_codes`; 4- and 8-bit
+    unsigned weights to f16), also at decode (instead of the products)."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -53,16 +56,18 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     per_group = group // BK if acc_scale else 0  # k steps per scale group
     assert not acc_scale or (group % BK == 0 and (KS % group == 0 or G == 1)), \
         "acc_scale needs whole groups of whole k steps in every K slice"
+    assert not zero_codes or (has_zeros and not planes), "zero codes: the zeros of one plane"
+    ztype = "uint8" if zero_codes else xtype
 
     @T.prim_func
     def qmm(X: T.Tensor((M, K), xtype), Wp: T.Tensor((N // 16, K // 64 * tile_bytes), "uint8"),
-            S: T.Tensor((N, G), xtype), Z: T.Tensor((N, G), xtype), B: T.Tensor((N,), xtype),
+            S: T.Tensor((N, G), xtype), Z: T.Tensor((N, G), ztype), B: T.Tensor((N,), xtype),
             Y: T.Tensor((M, N), xtype), P: T.Tensor(p_shape, "float32")):
         with T.Kernel(N // BN, T.ceildiv(M, BM), split, threads=32 * warps) as (bn, bm, bs):
             X_s = T.alloc_shared((BM, BK), xtype)
             W_s = T.alloc_shared((BN // 16, r * tile_bytes), "uint8")
             S_s = T.alloc_shared((BN, GS), xtype)  # the slice's scales (and zeros), read each step
-            Z_s = T.alloc_shared((BN, GS if has_zeros else 1), xtype)
+            Z_s = T.alloc_shared((BN, GS if has_zeros else 1), ztype)
             acc = T.alloc_fragment((BN, BM), "float32")
             part = T.alloc_fragment((BN, BM), "float32")  # one group's product (acc_scale)
             # the slice's first group (a product when slices are whole groups: the scales'
@@ -73,7 +78,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 T.copy(Z[bn * BN, g0], Z_s)
             T.clear(acc)
             T.clear(part)
-            zeros_on_products = acc_scale and has_zeros and zero_products
+            zeros_on_products = acc_scale and has_zeros and zero_products and not zero_codes
             if zeros_on_products:
                 ones = T.allocate_register(xtype, layout=w_layout, init=1.0)
                 xsum = T.alloc_fragment((BN, BM), "float32")  # X's rows summed over the group
@@ -104,6 +109,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                     if zeros_on_products:
                         T.gemm(ones, X_s[:, j * 64:(j + 1) * 64], xsum, transpose_B=True,
                                policy=T.GemmWarpPolicy.FullRow)
+                    elif has_zeros and zero_codes:  # (whole codes: `& mask` proves the range)
+                        zc = T.load_shared(Z_s, layout=s_layout, offset=[0, g]) & ((1 << bits) - 1)
+                        w = w - T.cast(zc, xtype)
                     elif has_zeros:
                         w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
                     elif zero != 0 and not planes:

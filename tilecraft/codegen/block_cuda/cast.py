@@ -23,6 +23,14 @@ class CastPrinter:
         if not isinstance(plan, FusedCast):
             return False
         src = self.tensor(plan.cast.src)
+        if plan.codes is not None:  # each result's zero point, from the codes' registers
+            codes = self.tensor(plan.codes)
+            zk = f"zk{len(self.lines)}"
+            self.w(f"const tc::u32 {zk}[{len(plan.slots)}] = "
+                   f"{{{', '.join(f'tc::u32({codes}[{k}])' for k in plan.slots)}}};")
+            self.w(f"{plan.plan.func}({src}, {self.tensor(s.out)}, {zk});  // cast, then - "
+                   f"`{plan.codes.buffer.name}`: each zero point joins the magic number")
+            return True
         what = (f"* {1 << plan.scale}: the trick's HFMA2 scales" if plan.scale else
                 f"- {plan.zero}: the zero point joins the magic number")
         self.w(f"{plan.plan.func}({src}, {self.tensor(s.out)});  // cast, then {what}")

@@ -11,6 +11,8 @@
 //       times 2^S (1-, 2-, 4-bit codes: the trick's HFMA2 scales for free; a bit plane's weight);
 //       ILV (B = 1, 2, 4, whole words): each source word holds element j at code position
 //       (j % 2) * 16/B + j / 2 (layout/permute.py `interleave_words`), results in natural order
+//   fast_cast_int_z<B, N, ILV>(src, dst, z)  uint4 / uint8 -> f16 minus a zero point per element
+//       (z[i], a whole number below 64 / 1024), at fast_cast_int's cost
 //   fast_cast_e4m3_cvt<N>(src, dst)  float8_e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (sm_89+), NaNs as
 //       fast_cast_float makes them (a thread with a NaN code casts again by it)
 //   fast_cast_float<E, M, SPECIAL, BF16, N, ILV>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
@@ -300,6 +302,51 @@ TC_DEVICE void fast_cast_int(const void* src, void* dst) {
   }
 }
 
+// Unsigned 4- and 8-bit codes to f16 minus a zero point per element, z[i] for result i: a whole
+// number with z[i] < 64 (4 bits: the high nibbles' -(64 + n)) or < 1024 (8 bits). In the
+// magic's binade the f16 bits of a whole number are linear in it (1024 + n: 0x6400 + n; -(64 + n):
+// 0xD400 + 16 n), so each pair's subtrahend is the constant's bits plus the zeros' and the
+// pairs keep the instruction counts of fast_cast_int (the subtrahends, one per distinct pair
+// of zeros, are integer work the compiler shares between words). Whole words only.
+template <int B, int N, bool ILV>
+TC_DEVICE void fast_cast_int_z(const void* src, void* dst, const u32* z) {
+  static_assert(B == 4 || B == 8, "4- and 8-bit codes");
+  static_assert(N % (32 / B) == 0 && (!ILV || B == 4), "whole words (interleaved: 4 bits)");
+  constexpr int per = 32 / B;
+#pragma unroll
+  for (int k = 0; k < N / per; ++k) {
+    const u32 w = word<B, N>(src, k);
+    const u32* e = z + k * per;
+    u32 out[4];
+    if (B == 8) {
+      out[0] = sub_f16x2(prmt(w, 0x64u, 0x4140u), (0x6400u + e[0]) | (0x6400u + e[1]) << 16);
+      out[1] = sub_f16x2(prmt(w, 0x64u, 0x4342u), (0x6400u + e[2]) | (0x6400u + e[3]) << 16);
+    } else {
+      // the halves of h0..h3: elements (0, 1), (2, 3), (4, 5), (6, 7) interleaved, else
+      // (0, 4), (1, 5), (2, 6), (3, 7)
+      constexpr int a0 = 0, b0 = ILV ? 1 : 4, a1 = ILV ? 2 : 1, b1 = ILV ? 3 : 5;
+      constexpr int a2 = ILV ? 4 : 2, b2 = ILV ? 5 : 6, a3 = ILV ? 6 : 3, b3 = 7;
+      const u32 v = w >> 8;
+      u32 h0 = and_or(w, 0x000F000Fu, 0x64006400u), h1 = and_or(w, 0x00F000F0u, 0x64006400u);
+      u32 h2 = and_or(v, 0x000F000Fu, 0x64006400u), h3 = and_or(v, 0x00F000F0u, 0x64006400u);
+      h0 = sub_f16x2(h0, (0x6400u + e[a0]) | (0x6400u + e[b0]) << 16);
+      h2 = sub_f16x2(h2, (0x6400u + e[a2]) | (0x6400u + e[b2]) << 16);
+      h1 = fma_f16x2(h1, 0x2C002C00u, (0xD400u + 16 * e[a1]) | (0xD400u + 16 * e[b1]) << 16);
+      h3 = fma_f16x2(h3, 0x2C002C00u, (0xD400u + 16 * e[a3]) | (0xD400u + 16 * e[b3]) << 16);
+      if (ILV) {
+        out[0] = h0, out[1] = h1, out[2] = h2, out[3] = h3;
+      } else {
+        out[0] = prmt(h0, h1, 0x5410u);
+        out[1] = prmt(h2, h3, 0x5410u);
+        out[2] = prmt(h0, h1, 0x7632u);
+        out[3] = prmt(h2, h3, 0x7632u);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < per / 2; ++q) put2<N>(dst, k * per / 2 + q, out[q]);
+  }
+}
+
 // ---- floats -----------------------------------------------------------------------------------
 // codes 2j, 2j+1 at the top of the halves of one word (B = 8: by PRMT from the source word)
 template <int B, int N>
@@ -389,6 +436,7 @@ TC_DEVICE void fast_cast_e4m3_cvt(const void* src, void* dst) {
 
 using fast::fast_cast_float;
 using fast::fast_cast_int;
+using fast::fast_cast_int_z;
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 using fast::fast_cast_e4m3_cvt;
 #endif
