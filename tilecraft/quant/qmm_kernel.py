@@ -87,6 +87,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 kk = bs * (KS // BK) + k
                 T.copy(X[bm * BM, kk * BK], X_s, disable_tma=not tma)
                 T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s, disable_tma=not tma)
+                zf = None  # the k step's zeros as X's type (zero_codes)
                 for j in steps:  # a Python list: unrolled at parse time (constant offsets)
                     if planes:  # each plane cast (times its weight 2^shift), the sum
                         w = None
@@ -110,8 +111,10 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                         T.gemm(ones, X_s[:, j * 64:(j + 1) * 64], xsum, transpose_B=True,
                                policy=T.GemmWarpPolicy.FullRow)
                     elif has_zeros and zero_codes:  # (whole codes: `& mask` proves the range)
-                        zc = T.load_shared(Z_s, layout=s_layout, offset=[0, g]) & ((1 << bits) - 1)
-                        w = w - T.cast(zc, xtype)
+                        if zf is None or group < BK:  # (once a k step when it is one group)
+                            zc = T.load_shared(Z_s, layout=s_layout, offset=[0, g])
+                            zf = T.cast(zc & ((1 << bits) - 1), xtype)
+                        w = w - zf
                     elif has_zeros:
                         w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
                     elif zero != 0 and not planes:
