@@ -206,18 +206,22 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
         assert bad.size == 0, (func, [(int(c), int(i), hex(got[c, i])) for c, i in bad[:4]])
 
 
-@pytest.mark.parametrize("bits,ilv,n", [(4, False, 32), (4, True, 32), (4, True, 64),
-                                        (8, False, 16), (8, False, 32)])
-def test_a_zero_point_per_element_joins_the_fast_cast_exactly(tmp_path, bits, ilv, n):
-    """`fast_cast_int_z`: uint4 / uint8 -> f16 minus z[i] for result i, every code against
-    zeros over the whole range the trick takes (< 64 for 4 bits, < 1024 for 8), exactly
-    `code - z` (the interpreter's cast, then subtraction, of whole numbers)."""
+@pytest.mark.parametrize("bits,ilv,n,dst", [(4, False, 32, "float16"), (4, True, 32, "float16"),
+                                            (4, True, 64, "float16"), (8, False, 16, "float16"),
+                                            (8, False, 32, "float16"), (4, False, 32, "bfloat16"),
+                                            (4, True, 64, "bfloat16")])
+def test_a_zero_point_per_element_joins_the_fast_cast_exactly(tmp_path, bits, ilv, n, dst):
+    """`fast_cast_int_z`: uint4 / uint8 -> f16 (uint4 -> bf16) minus z[i] for result i, every
+    code against zeros over the whole range the trick takes (< 64 for 4 bits, < 1024 for 8,
+    < 128 to bf16), exactly `code - z` (the interpreter's cast, then subtraction, of whole
+    numbers: exact in either type)."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler")
-    limit = zero_point_limit(dt.resolve(f"uint{bits}"), dt.resolve("float16"))
+    limit = zero_point_limit(dt.resolve(f"uint{bits}"), dt.resolve(dst))
     nc = 1 << bits
-    func = f"tc::fast_cast_int_z<{bits}, {n}, {'true' if ilv else 'false'}>"
+    bf16 = dst == "bfloat16"
+    func = f"tc::fast_cast_int_z<{bits}, {n}, {'true' if ilv else 'false'}, {str(bf16).lower()}>"
     body = f"""
 int main() {{
   for (int c = 0; c < {nc}; ++c) {{
@@ -241,7 +245,8 @@ int main() {{
     run = subprocess.run([str(tmp_path / "z")], capture_output=True, text=True, check=True)
     got = np.array([list(map(int, line.split())) for line in run.stdout.splitlines()])
     at = interleave_permutation(n, bits) if ilv else range(n)  # result j: code at position at[j]
-    want = np.array([[np.float16((c + 7 * at[j]) % nc - (c * 5 + 11 * j) % limit).view(np.uint16)
-                      for j in range(n)] for c in range(nc)])
+    exact = [[(c + 7 * at[j]) % nc - (c * 5 + 11 * j) % limit for j in range(n)]
+             for c in range(nc)]
+    want = np.asarray(store_cast(dt.resolve(dst), np.array(exact, np.float64))).view(np.uint16)
     bad = np.argwhere(got != want)
     assert bad.size == 0, [(int(c), int(j), hex(got[c, j]), hex(want[c, j])) for c, j in bad[:4]]

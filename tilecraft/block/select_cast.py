@@ -173,11 +173,15 @@ def fused_reader(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> Fuse
     return FusedCast(cast, fused, int(value)) if fused is not None else None
 
 
+_CODES = {(4, "float16"), (8, "float16"), (4, "bfloat16")}  # (bits, out) fast_cast_int_z takes
+
+
 def fused_codes(sub: BinaryOp, cast: Cast, plan: CastPlan, made: dict) -> FusedCast | None:
     """The fused plan for `sub` = `cast.out - cast(codes)` with `codes` unsigned integers each
     result's zero point (broadcast), provably below the trick's limit: `codes = x & m` (`made`:
     the instruction that wrote each tensor) or of a type that narrow; 4- and 8-bit unsigned
-    codes to f16 (`fast_cast_int_z`: the quantized matmul's per-group zeros); else None."""
+    codes to f16, 4-bit to bf16 (`fast_cast_int_z`: the quantized matmul's per-group zeros);
+    else None."""
     from tilecraft.block.broadcast import broadcast_slots
 
     from .tensors import RegisterTensor
@@ -185,7 +189,7 @@ def fused_codes(sub: BinaryOp, cast: Cast, plan: CastPlan, made: dict) -> FusedC
     src, out = cast.src.dtype, cast.out.dtype
     if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
             or sub.out.dtype != out or not isinstance(sub.b, RegisterTensor) \
-            or out.name != "float16" or src.kind != "uint" or src.bits not in (4, 8) \
+            or src.kind != "uint" or (src.bits, out.name) not in _CODES \
             or not plan.func.startswith("tc::fast_cast_int<"):
         return None
     zf = made.get(sub.b)
@@ -199,7 +203,8 @@ def fused_codes(sub: BinaryOp, cast: Cast, plan: CastPlan, made: dict) -> FusedC
     if (slots < 0).any() or not (slots == slots[0]).all():
         return None
     ilv = "true" if plan.func.rstrip(">").split(", ")[5:6] == ["true"] else "false"
-    func = f"tc::fast_cast_int_z<{src.bits}, {plan.count}, {ilv}>"
+    bf16 = ", true" if out.name == "bfloat16" else ""
+    func = f"tc::fast_cast_int_z<{src.bits}, {plan.count}, {ilv}{bf16}>"
     return FusedCast(cast, CastPlan(plan.kind, plan.group, func, plan.count), 0, codes=codes,
                      slots=tuple(int(x) for x in slots[0]))
 

@@ -211,8 +211,9 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
     N = qweight.shape[0]
     has_zeros, has_bias = qweight.zeros is not None, bias is not None
     xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
-    # (8-bit zero codes at decode measured slower: 74 -> 106 us at M = 1, benchmarks/NOTES.md)
-    fused = has_zeros and xtype == "float16" and (qweight.bits == 4 or M > 16)
+    # (8-bit zero codes at decode measured slower: 74 -> 106 us at M = 1, benchmarks/NOTES.md;
+    # and to bf16 the fused cast takes 4-bit codes only)
+    fused = has_zeros and (qweight.bits == 4 or (M > 16 and xtype == "float16"))
     codes = zero_codes(qweight) if fused else None
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
            0 if has_zeros else qweight.zero_point, has_zeros, has_bias, codes is not None,

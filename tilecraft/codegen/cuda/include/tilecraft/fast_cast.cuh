@@ -11,8 +11,9 @@
 //       times 2^S (1-, 2-, 4-bit codes: the trick's HFMA2 scales for free; a bit plane's weight);
 //       ILV (B = 1, 2, 4, whole words): each source word holds element j at code position
 //       (j % 2) * 16/B + j / 2 (layout/permute.py `interleave_words`), results in natural order
-//   fast_cast_int_z<B, N, ILV>(src, dst, z)  uint4 / uint8 -> f16 minus a zero point per element
-//       (z[i], a whole number below 64 / 1024), at fast_cast_int's cost
+//   fast_cast_int_z<B, N, ILV, BF16>(src, dst, z)  uint4 / uint8 -> f16 (uint4 -> bf16) minus a
+//       zero point per element (z[i], a whole number below 64 / 1024 / 128), at fast_cast_int's
+//       cost
 //   fast_cast_e4m3_cvt<N>(src, dst)  float8_e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (sm_89+), NaNs as
 //       fast_cast_float makes them (a thread with a NaN code casts again by it)
 //   fast_cast_float<E, M, SPECIAL, BF16, N, ILV>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
@@ -302,15 +303,17 @@ TC_DEVICE void fast_cast_int(const void* src, void* dst) {
   }
 }
 
-// Unsigned 4- and 8-bit codes to f16 minus a zero point per element, z[i] for result i: a whole
-// number with z[i] < 64 (4 bits: the high nibbles' -(64 + n)) or < 1024 (8 bits). In the
+// Unsigned 4- and 8-bit codes to f16 (4-bit to bf16) minus a zero point per element, z[i] for
+// result i: a whole number with z[i] < 64 (4 bits: the high nibbles' -(64 + n)), < 1024 (8
+// bits), < 128 (bf16, whose magic is 128). In the
 // magic's binade the f16 bits of a whole number are linear in it (1024 + n: 0x6400 + n; -(64 + n):
 // 0xD400 + 16 n), so each pair's subtrahend is the constant's bits plus the zeros' and the
 // pairs keep the instruction counts of fast_cast_int (the subtrahends, one per distinct pair
 // of zeros, are integer work the compiler shares between words). Whole words only.
-template <int B, int N, bool ILV>
+template <int B, int N, bool ILV, bool BF16 = false>
 TC_DEVICE void fast_cast_int_z(const void* src, void* dst, const u32* z) {
   static_assert(B == 4 || B == 8, "4- and 8-bit codes");
+  static_assert(!BF16 || B == 4, "bf16: 4-bit codes (128 + n: 0x4300 + n, n < 128)");
   static_assert(N % (32 / B) == 0 && (!ILV || B == 4), "whole words (interleaved: 4 bits)");
   constexpr int per = 32 / B;
 #pragma unroll
@@ -318,7 +321,23 @@ TC_DEVICE void fast_cast_int_z(const void* src, void* dst, const u32* z) {
     const u32 w = word<B, N>(src, k);
     const u32* e = z + k * per;
     u32 out[4];
-    if (B == 8) {
+    if (BF16) {  // nibbles j and j + 4 under 0x4300, minus (128 + zero) by one HFMA2 each
+      u32 h[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int a = ILV ? 2 * j : j, b = ILV ? 2 * j + 1 : j + 4;  // (the halves' results)
+        const u32 sub = ((0x4300u + e[a]) | (0x4300u + e[b]) << 16) ^ 0x80008000u;
+        h[j] = fma_bf16x2(and_or(w >> (4 * j), 0x000F000Fu, 0x43004300u), 0x3F803F80u, sub);
+      }
+      if (ILV) {
+        out[0] = h[0], out[1] = h[1], out[2] = h[2], out[3] = h[3];
+      } else {
+        out[0] = prmt(h[0], h[1], 0x5410u);
+        out[1] = prmt(h[2], h[3], 0x5410u);
+        out[2] = prmt(h[0], h[1], 0x7632u);
+        out[3] = prmt(h[2], h[3], 0x7632u);
+      }
+    } else if (B == 8) {
       out[0] = sub_f16x2(prmt(w, 0x64u, 0x4140u), (0x6400u + e[0]) | (0x6400u + e[1]) << 16);
       out[1] = sub_f16x2(prmt(w, 0x64u, 0x4342u), (0x6400u + e[2]) | (0x6400u + e[3]) << 16);
     } else {
