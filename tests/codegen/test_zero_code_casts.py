@@ -21,7 +21,7 @@ from tilecraft.block import (
     StoreGlobal,
     View,
 )
-from tilecraft.layout import local, spatial
+from tilecraft.layout import spatial
 
 from .fast_cast_programs import every_code
 
@@ -57,7 +57,8 @@ def _program(src: str, n: int, threads: int = 32, blocks: int = 1, mask: int | N
              LoadGlobal.create(zg, zr, offset=(bi * threads, 0, 0))]
     if mask is not None:
         body.append(BinaryOp.create("&", zr, mask, zm))
-    body += [Cast.create(zm if mask is not None else zr, zf), BinaryOp.create("-", out, zf, shifted),
+    body += [Cast.create(zm if mask is not None else zr, zf),
+             BinaryOp.create("-", out, zf, shifted),
              StoreGlobal.create(shifted, o, offset=(bi * threads, 0, 0))]
     return BlockProgram.create("zc", (g, zg, o), (blocks,), threads, body, block_vars=(bi,))
 

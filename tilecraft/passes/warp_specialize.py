@@ -3,11 +3,13 @@
 Requires: a T.Pipelined loop at the top of the kernel's body that pipeline_copies turns into
 the TMA form with its lone asynchronous dot (full and empty mbarriers), on sm_90a, in a kernel
 of whole warpgroups with no `exit`, whose top-level lets read no memory, and no other top-level
-pipelined loop; and where the split measured faster (`worth_splitting`). Guarantees: the loop's copies move to a producer warpgroup of 128 more threads
-(block/roles.py), which fills each stage as soon as the consumers release it (S iterations ahead
-instead of S - 2); the consumers (the block's threads) only wait, compute and release; every
-statement of the body except the lets, the shared allocations and `T.use_swizzle` moves into the
-consumer role, after which nothing follows the split:
+pipelined loop; and where the split measured faster (`worth_splitting`). Guarantees: the
+loop's copies move to a producer warpgroup of 128 more threads (block/roles.py), which fills
+each stage as soon as the consumers release it (S iterations ahead instead of S - 2); the
+consumers (the block's threads) only wait, compute and release; every statement of the body
+except the lets, the shared allocations and `T.use_swizzle` moves into the consumer role,
+after which nothing follows the split (`dequantizing`: the variant whose producer also makes
+the dot's register A, off):
 
     <lets, shared allocations>                 <lets, shared allocations>
     full = ...; empty = ...                    full = ...; empty = ...
