@@ -42,7 +42,8 @@ TILELANG_ONLY: dict[str, tuple[tuple[Any, ...], str]] = {
     "pass_configs": (
         (None, {}),
         "tilecraft has no pass configs; its code-generation switches are environment variables "
-        "(TILECRAFT_TMA=0, TILECRAFT_WGMMA=0, ...; docs/compiler.md)",
+        "(TILECRAFT_TMA=0, TILECRAFT_WGMMA=0, TILECRAFT_WS=0 for no producer warpgroup, ...; "
+        "docs/compiler.md)",
     ),
     "compile_flags": (
         (None, [], (), ""),

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import tilecraft.language as T
-from tilecraft import interp
 from tilecraft.block import (
     CopyAsyncBulk,
     DotShared,
@@ -30,6 +29,7 @@ from tilecraft.passes import lower
 from tilecraft.passes.lower_tile_ops import lowered_program
 
 from .arena_interp import random_inputs
+from .test_pipeline_copies import _same_as_interpreter, _scaled_gemm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
 from example_configs import load  # noqa: E402
@@ -50,15 +50,6 @@ def _roles(program) -> WarpRoles:
     top = program.body.stmts
     assert isinstance(top[-1], WarpRoles)
     return top[-1]
-
-
-def _same_as_interpreter(func, program, seed=0):
-    want = random_inputs(func, seed, 64)
-    got = [x.copy() for x in want]
-    interp.run(func, want)
-    program.run(*got)
-    for x, y in zip(want, got):
-        np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
 
 
 def test_a_hopper_gemm_mainloop_splits_into_a_copying_producer_and_computing_consumers():
@@ -90,30 +81,6 @@ def test_split_programs_compute_what_the_interpreter_computes(m, n, k, bk, stage
     split = any(isinstance(s, WarpRoles) for s in walk(program.body))
     assert split == (stages >= 3)
     _same_as_interpreter(func, program, seed=k)
-
-
-def _scaled_gemm(k, stages=3):
-    """C = (2 A) @ B with 2 A made in registers each iteration (wgmma's A from registers)."""
-    from tilecraft.layout import spatial
-
-    a_layout = spatial(4, 1).column_local(2, 4).spatial(8, 4).local(1, 2)
-
-    @T.prim_func
-    def scaled(A: T.Tensor((64, k), "float16"), B: T.Tensor((k, 64), "float16"),
-               C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1, threads=128) as bx:
-            A_s = T.alloc_shared((64, 32), "float16")
-            B_s = T.alloc_shared((32, 64), "float16")
-            acc = T.alloc_fragment((64, 64), "float32")
-            T.clear(acc)
-            for ko in T.Pipelined(k // 32, num_stages=stages):
-                T.copy(A[0, ko * 32], A_s)
-                T.copy(B[ko * 32, bx * 64], B_s)
-                a = T.load_shared(A_s, layout=a_layout) * 2
-                T.gemm(a, B_s, acc, policy=T.GemmWarpPolicy.FullRow)
-            T.copy(acc, C[0, 0])
-
-    return scaled
 
 
 def test_a_body_making_the_dots_a_in_registers_keeps_the_plain_pipeline():

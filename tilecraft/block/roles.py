@@ -89,8 +89,4 @@ def launch_threads(program) -> int:
     return program.num_threads + extra
 
 
-def roles_of(body: Stmt) -> list[WarpRoles]:
-    return [s for s in walk(body) if isinstance(s, WarpRoles)]
-
-
-__all__ = ["PRODUCER", "WarpRoles", "launch_threads", "roles_of"]
+__all__ = ["PRODUCER", "WarpRoles", "launch_threads"]
