@@ -19,7 +19,12 @@ import numpy as np
 import pytest
 
 from tilecraft import dtypes as dt
-from tilecraft.block.select_cast import plan_for, words_interleave, zero_point_limit
+from tilecraft.block.select_cast import (
+    float_headroom,
+    plan_for,
+    words_interleave,
+    zero_point_limit,
+)
 from tilecraft.interp.evaluate import compute_type
 from tilecraft.interp.values import store_cast
 from tilecraft.layout.permute import interleave_permutation
@@ -68,7 +73,7 @@ static u32 x2(u32 a, u32 b, u32 c, int E, int M, char op) {
   }
   return r;
 }
-static u32 ptx(const char* op, u32 a, u32 b = 0, u32 c = 0) {
+static u32 ptx(const char* op, u32 a, u32 b = 0, u32 c = 0, u32 lut = 0) {
   if (!strcmp(op, "prmt.b32")) {
     u8 x[8]; u32 r = 0;
     for (int i = 0; i < 4; ++i) { x[i] = u8(a >> 8 * i); x[4 + i] = u8(b >> 8 * i); }
@@ -79,7 +84,12 @@ static u32 ptx(const char* op, u32 a, u32 b = 0, u32 c = 0) {
     }
     return r;
   }
-  if (!strcmp(op, "lop3.b32")) return (a & b) | c;  // (the header's only LUT, 0xEA)
+  if (!strcmp(op, "lop3.b32")) {  // LUT = F(0xF0, 0xCC, 0xAA), bit by bit
+    u32 r = 0;
+    for (int i = 0; i < 32; ++i)
+      r |= (lut >> ((a >> i & 1) * 4 + (b >> i & 1) * 2 + (c >> i & 1)) & 1u) << i;
+    return r;
+  }
   if (!strcmp(op, "sub.rn.f16x2")) return x2(a, b, 0, 5, 10, '-');
   if (!strcmp(op, "mul.rn.f16x2")) return x2(a, b, 0, 5, 10, '*');
   if (!strcmp(op, "fma.rn.f16x2")) return x2(a, b, c, 5, 10, 'f');
@@ -110,7 +120,7 @@ def _header() -> str:
     src = HEADER.read_text().replace('#include "tilecraft/common.cuh"', "")
 
     def model(m: re.Match) -> str:
-        args = ", ".join(re.findall(r'"[rh]"\((\w+)\)', m.group(2)))
+        args = ", ".join(re.findall(r'"[rhn]"\((\w+)\)', m.group(2)))
         return f'd = ptx("{m.group(1)}", {args});'
 
     src, n = re.subn(r'asm\("([a-z0-9.]+) [^"]*" : "=r"\(d\) : ([^;]*)\);', model, src)
@@ -150,6 +160,13 @@ def _cases():
                         plan = plan_for(s, d, n, interleaved=ilv, scale=scale)
                         perm = interleave_permutation(n, s.bits) if ilv else None
                         yield src, dst, n, plan.func, 0, perm, scale
+            top = float_headroom(s, d)  # floats times 2^-s: the trick's multiply folded in
+            for scale in sorted({-1, -top // 2, -top}) if top else ():
+                for ilv in (False, True) if words_interleave(s) else (False,):
+                    n = 16
+                    plan = plan_for(s, d, n, interleaved=ilv, scale=scale)
+                    perm = interleave_permutation(n, s.bits) if ilv else None
+                    yield src, dst, n, plan.func, 0, perm, scale
 
 
 def _expected(src: str, dst: str, zero: int, scale: int = 0) -> np.ndarray:
@@ -161,7 +178,7 @@ def _expected(src: str, dst: str, zero: int, scale: int = 0) -> np.ndarray:
     if zero:
         out = np.asarray(store_cast(d, out.astype(np.float64) - zero))
     if scale:
-        out = np.asarray(store_cast(d, out.astype(np.float64) * (1 << scale)))
+        out = np.asarray(store_cast(d, out.astype(np.float64) * 2.0 ** scale))
     return out.view(np.uint16).astype(np.int64)
 
 

@@ -173,3 +173,19 @@ def test_zero_codes_are_only_for_unsigned_4_and_8_bit_weights():
     for dtype in ("uint2", "uint3", "int4", "uint6"):
         qw = quant.quantize(weight(64, 128), dtype, group_size=64, scheme="asymmetric")
         assert qmm.zero_codes(qw) is None, dtype
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M", [1, 16])
+def test_float4_weights_cast_to_f16_subnormals_multiply_exactly_on_the_gpu(M):
+    """At decode the float4 cast leaves its values times 2^-14 (the group scales take 2^14),
+    where +-0.5 is an f16 subnormal: the tensor cores must multiply it, not flush it."""
+    g = torch.Generator().manual_seed(3)
+    w = (torch.randint(0, 2, (512, 1024), generator=g) * 2 - 1) * 0.5
+    w[:, ::128] = 6.0  # each group's largest: its scale is 1, every other code +-0.5
+    qw = quant.quantize(w.cuda(), "float4_e2m1", group_size=128)
+    assert qmm.choose_config(M, 512, 1024, 4, 128, "float4_e2m1")["acc_scale"]
+    x = torch.randn(M, 1024, dtype=torch.float16, device="cuda")
+    y = quant.matmul(x, qw)
+    ref = x.double() @ qw.dequantize().double().T
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 2e-3

@@ -164,8 +164,8 @@ def _readers(program: BlockProgram) -> dict:
 
 
 def _fuse_cast_readers(stmts, plans: dict, readers: dict, target) -> None:
-    """A fast integer cast whose only reader, later in the same sequence, subtracts a whole
-    constant or multiplies by a power of two, or subtracts per-element whole zero points
+    """A fast cast whose only reader, later in the same sequence, subtracts a whole constant
+    or multiplies by a power of two, or subtracts per-element whole zero points
     (`fused_codes`) (nothing writing the cast's source in between):
     that reader prints as the cast with the constant joined to its trick
     (select_cast.fused_reader)."""

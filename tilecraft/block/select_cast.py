@@ -14,8 +14,9 @@ kernels converting 64 and 128 elements per thread; the same on sm_80 and sm_90a)
     field  other ints (3, 5, 6, 7 bits): each pair of fields in the halves of a word, OR the
            magic, one subtraction (3.6-4.1)
     float  1..8-bit floats: code at the top of each half, shift, sign-keeping LOP3, one multiply
-           (3.3-3.7); float8 NaN (and e5m2 inf) fixed up: e4m3 4.7, e5m2 4.7 (f16) / 6.7 (bf16);
-           f16 for exponent widths <= 4 and float8_e5m2, bf16 for all
+           (3.3-3.7; 4-bit floats from interleaved words to f16: SHF + LOP3 a pair, 5 more a
+           word, and the multiply); float8 NaN (and e5m2 inf) fixed up: e4m3 4.7, e5m2 4.7
+           (f16) / 6.7 (bf16); f16 for exponent widths <= 4 and float8_e5m2, bf16 for all
     cvt    float8_e4m3 -> f16 on sm_89+: cvt.rn.f16x2.e4m3x2 per pair of bytes; a thread whose
            codes hold a NaN casts them again by the float trick (the interpreter's NaN bits)
 Elements past the last whole word (a local size that is not a multiple of the group) go by
@@ -32,6 +33,9 @@ the function's template arguments); other reorderings stay element-wise.
 
 An integer cast whose only reader subtracts a whole constant (a zero point) is one fast cast:
 the tricks subtract a magic number anyway, and the zero joins it (exact: `fuse_zero_points`).
+Likewise a float cast (no special codes, to f16) whose only reader multiplies by 2^-s, s up to
+the biases' difference: the trick multiplies by 2^(difference) anyway, now by 2^(difference -
+s), and not at all at the bottom (the quantized matmul folds 2^14 into float4's group scales).
 
     cast(w, out=w_f16); sub(w_f16, 8.0, out=w_z)
     -> the sub: FusedCast(cast, CastPlan(..., func="tc::fast_cast_int<4, false, false, 64, 8>"))
@@ -66,7 +70,8 @@ class CastPlan:
 
 def select_cast(s: Cast, target=None, zero: int = 0, scale: int = 0) -> CastPlan | None:
     """The fast plan for `s` on `target` (a tilecraft.targets.Target; None: sm_80), or None;
-    `zero`: minus that zero point, `scale`: times 2^scale (integer sources)."""
+    `zero`: minus that zero point, `scale`: times 2^scale (integer sources; floats: negative,
+    `float_headroom`)."""
     count = s.src.layout.local_size
     if s.out.layout == s.src.layout:
         return plan_for(s.src.dtype, s.out.dtype, count, target, zero, scale=scale)
@@ -91,7 +96,8 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
              zero: int = 0, interleaved: bool = False, scale: int = 0) -> CastPlan | None:
     """The plan converting `count` elements of `src` to `out` per thread, or None; `zero` (an
     integer source only) is subtracted from every result, which are then multiplied by
-    2^`scale` (1-, 2- and 4-bit integers); `interleaved`: the source's words are in
+    2^`scale` (1-, 2- and 4-bit integers; floats without special codes to f16, down to minus
+    `float_headroom`); `interleaved`: the source's words are in
     `interleave_words` order (1-, 2-, 4-bit integers, whole words), the results natural."""
     if out.name not in _DESTS or src.bits > 8 or src.is_bool or count < 1:
         return None
@@ -117,12 +123,27 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
         return None
     if not bf16 and not (e <= 4 or src.name == "float8_e5m2"):
         return None  # exponent fields of 5+ bits overflow f16 (custom E=5 reaches 2^16)
-    if (src.name == "float8_e4m3" and not bf16 and not interleaved and target is not None
-            and tuple(target.compute_capability) >= (8, 9)):
+    if scale and not -float_headroom(src, out) <= scale < 0:
+        return None
+    if (src.name == "float8_e4m3" and not bf16 and not interleaved and not scale
+            and target is not None and tuple(target.compute_capability) >= (8, 9)):
         return CastPlan("cvt", 2, f"tc::fast_cast_e4m3_cvt<{count}>", count)
-    tail = ", true" if interleaved else ""
+    args = ["true" if interleaved else "false", str(scale)]
+    while args and args[-1] in ("0", "false"):  # (the template's defaults)
+        args.pop()
+    tail = "".join(f", {a}" for a in args)
     func = f"tc::fast_cast_float<{e}, {m}, {special}, {flag}, {count}{tail}>"
     return CastPlan("float", 2, func, count)
+
+
+def float_headroom(src: dt.DataType, out: dt.DataType) -> int:
+    """s such that the float trick's casts of `src` to f16 times 2^-s cost one multiply less
+    (its codes placed in an f16 are the values times 2^-s: the biases' difference), for
+    floats without special codes; 0 for the rest (bf16: the values would be subnormal)."""
+    if out.name != "float16" or not src.is_float or src.name in _SPECIAL or src.bits > 8 \
+            or src.exponent_bits > 4:
+        return 0
+    return 15 - ((1 << (src.exponent_bits - 1)) - 1)
 
 
 @dataclass(frozen=True)
@@ -150,14 +171,23 @@ def zero_point_limit(src: dt.DataType, out: dt.DataType) -> int:
 def fused_reader(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> FusedCast | None:
     """The fused plan for `sub` = `cast.out - c` with c a whole constant the fast cast of an
     integer type can absorb exactly, or `cast.out * 2^s` (1 <= s <= 7) of 1-, 2- or 4-bit
-    codes; else None."""
-    if not isinstance(sub, BinaryOp) or sub.op not in ("-", "*") or sub.a != cast.out \
-            or not plan.func.startswith("tc::fast_cast_int"):
+    codes, or `cast.out * 2^-s` (1 <= s <= `float_headroom`) of floats without special codes to
+    f16 (exact: the values times 2^-s are what the trick makes before its multiply); else
+    None."""
+    if not isinstance(sub, BinaryOp) or sub.op not in ("-", "*") or sub.a != cast.out:
         return None
     value = _constant(sub.b)
     src = cast.src.dtype
-    if value is None or value != int(value) or sub.out.dtype != cast.out.dtype \
+    if value is None or sub.out.dtype != cast.out.dtype \
             or float(store_cast(sub.out.dtype, value)) != value:  # (the VM rounds it first)
+        return None
+    if plan.func.startswith("tc::fast_cast_float") and sub.op == "*" and 0 < value < 1:
+        s = -(int(1 / value).bit_length() - 1)
+        if value != 2.0 ** s or -s > float_headroom(src, cast.out.dtype):
+            return None
+        fused = select_cast(cast, target, scale=s)
+        return FusedCast(cast, fused, 0, s) if fused is not None else None
+    if not plan.func.startswith("tc::fast_cast_int") or value != int(value):
         return None
     if sub.op == "*":
         s = int(value).bit_length() - 1

@@ -109,24 +109,53 @@ def packed_shape(n: int, k: int, bits: int) -> tuple[int, int, int]:
     return n // PACK_TILE[0], k // PACK_TILE[1], PACK_TILE[0] * PACK_TILE[1] * bits // 8
 
 
-SMS = 132  # the H100's multiprocessors, which the tables below were measured on
+SMS = 132  # the H100's multiprocessors, which the tables below were first measured on
+
+
+def _decode_traits(bits: int, wtype: Any, N: int) -> tuple[int, int, bool, bool]:
+    """(blocks factor, stages, two tiles a warp allowed, unroll every stage) of the decode
+    kernel for a weight type and N, measured on the H200 (benchmarks/NOTES.md, session 17).
+    The types with the longest casts (bit planes, 7-bit, float6) run faster with 4 to 8 times
+    the blocks (more warps hide the cast's latency; the factor splits K in at most 8
+    slices); 7-bit takes two stages. float8 takes one tile a warp and three stages, unrolled,
+    unless two tiles still make two blocks per SM (57344 x 8192: 3 stages there were 22%
+    slower)."""
+    t = resolve(wtype) if wtype is not None else None
+    integer = t is None or t.is_integer
+    if integer:
+        factor = {3: 8, 5: 4, 7: 8}.get(bits, 1)
+        return factor, 2 if bits == 7 else 4, True, True
+    if bits == 8:  # float8
+        wide = N // 128 >= 2 * SMS
+        return 1, 4 if wide else 3, wide, not wide
+    if bits == 4:  # float4 (a short cast: interleaved words, the scale folded in)
+        return 1, 4, True, True
+    return 4, 4, True, False  # float6 and the other floats (long: unrolled by two)
+
+
+def _splits(K: int, BK: int, group: int, split: int) -> bool:
+    """Whether K's slices can be halved again: whole k steps, at least four of them, and whole
+    groups (or a part of one group)."""
+    half = K // (2 * split)
+    return K % (2 * split * BK) == 0 and half >= 4 * BK and half % group in (0, half)
 
 
 def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = None) -> dict:
     """Tile sizes for one call, chosen by measurement on an H100 (benchmarks/NOTES.md,
-    "Session 10" and "Session 11"). Decode (M <= 16): 4 warps of two 16-row weight tiles each
-    (128 channels a block; one tile, 64 channels, when that leaves SMs idle), tokens padded to
-    8 or 16, K split until the blocks number about 200 (400 with one tile; split-K adds a
+    "Session 10" and "Session 11") and the H200 (sessions 14 and 17). Decode (M <= 16): 4 warps
+    of two 16-row weight tiles each (128 channels a block; one tile, 64 channels, when that
+    leaves SMs idle), tokens padded to 8 or 16, K split until the blocks number about 200 (400
+    with one tile; more for the types with long casts: `_decode_traits`; split-K adds a
     reduction kernel), scales applied to each group's f32 products where groups are whole k
-    steps. Larger M: 8 warps of one 16-row tile each, 256 tokens (from M = 512; 128 from
-    M = 65, else 64), k steps of 64, on wgmma with the weight from registers on sm_90a (one
-    wgmma left in flight while the next step dequantizes: pipeline_copies); K split in two
-    when the blocks would not cover the SMs. The decode loop unrolls its stages where the cast
-    is short (1-4- and 8-bit integers, float4), else two steps: longer bodies unrolled by four
-    overflow the instruction cache (float6_e3m2: 96 -> 134 us). The k steps' tiles move by TMA
-    on sm_90a (one load per tile and stage; cp.async for 1- and 2-bit weights at decode, whose
-    small tiles TMA made 7-15% slower on the H200: benchmarks/NOTES.md, session 15). `wtype`:
-    the weight type."""
+    steps. Larger M: 8 warps of one 16-row tile each, 256
+    tokens (from M = 512; 128 from M = 65, else 64), k steps of 64, on wgmma with the weight
+    from registers on sm_90a (one wgmma left in flight while the next step dequantizes:
+    pipeline_copies); K split in two when the blocks would not cover the SMs. The decode loop
+    unrolls its stages where the cast is short (integers, float4, float8), else two steps:
+    longer bodies unrolled by four overflow the instruction cache (float6_e3m2: 96 -> 134 us).
+    The k steps' tiles move by TMA on sm_90a (one load per tile and stage; cp.async for 1- and
+    2-bit weights at decode, whose small tiles TMA made 7-15% slower on the H200:
+    benchmarks/NOTES.md, session 15). `wtype`: the weight type."""
     if M > 16:
         BM = 256 if M >= 512 else 128 if M > 64 else 64
         cfg = dict(BM=BM, warps=8, rows=1, BK=64, stages=4 if BM == 256 else 3, split=1)
@@ -136,21 +165,19 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
         if blocks < SMS and K % (2 * 64) == 0 and (K // 2) % group in (0, K // 2):
             cfg["split"] = 2
         return cfg
+    factor, stages, two, short = _decode_traits(bits, wtype, N)
     BM = 8 if M <= 8 else 16
-    warps, rows, BK, stages = 4, 2 if N // 128 >= SMS else 1, 128, 4
+    warps, rows, BK = 4, 2 if N // 128 >= SMS and two else 1, 128
     while N % (16 * warps * rows):
         rows, warps = (rows // 2, warps) if rows > 1 else (rows, warps // 2)
     while K % BK:
         BK //= 2
     split, blocks = 1, N // (16 * warps * rows)
     enough = 200 if rows == 2 else 400
-    while (blocks * split < enough and K % (2 * split * BK) == 0 and K // (2 * split) >= 4 * BK
-           and (K // (2 * split)) % group in (0, K // (2 * split))):
+    while blocks * split < enough * (factor if split < 8 else 1) and _splits(K, BK, group, split):
         split *= 2
     KS = K // split  # scales multiply each group's products when groups are whole k steps
     acc_scale = group % BK == 0 and (KS % group == 0 or group == K)
-    t = resolve(wtype) if wtype is not None else None
-    short = bits in (1, 2, 3, 4, 8) and (t is None or t.is_integer or bits == 4)
     return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split,
                 acc_scale=acc_scale, unroll=stages if short else 2, tma=bits > 2)
 

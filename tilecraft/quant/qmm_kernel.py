@@ -6,6 +6,7 @@ the enclosing factory, which must stay real closure variables.)
 
 import tilecraft
 import tilecraft.language as T
+from tilecraft.block.select_cast import float_headroom
 from tilecraft.dtypes import resolve
 from tilecraft.layout import Fragment, local, spatial
 from tilecraft.quant.qmm import mma_layout, pack_layout, plane_bits
@@ -35,7 +36,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     even on sm_90a (T.copy's disable_tma). `zero_codes`: Z holds the zeros as uint8 codes below
     2^bits (whole numbers; the caller checked), subtracted from the cast weights, where the
     fast cast absorbs them at no cost (block/select_cast.py `fused_codes`; 4- and 8-bit
-    unsigned weights to f16), also at decode (instead of the products)."""
+    unsigned weights to f16), also at decode (instead of the products). With `acc_scale`,
+    float weights without zeros to f16 are cast times 2^-h (h: the biases' difference, 14 for
+    float4_e2m1), which costs the fast cast one multiply less, and 2^h joins the scales."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -57,6 +60,10 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     assert not acc_scale or (group % BK == 0 and (KS % group == 0 or G == 1)), \
         "acc_scale needs whole groups of whole k steps in every K slice"
     assert not zero_codes or (has_zeros and not planes), "zero codes: the zeros of one plane"
+    # float codes times 2^-fold: the fast cast's own multiply gone (select_cast.float_headroom),
+    # 2^fold joins the group's scale in f32 (exact both ways)
+    fold = float_headroom(resolve(wtype), resolve(xtype)) \
+        if acc_scale and not has_zeros and zero == 0 else 0
     ztype = "uint8" if zero_codes else xtype
 
     @T.prim_func
@@ -106,6 +113,8 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                         wb = T.load_shared(W_s, layout=u_layout, offset=[0, j * tile_bytes])
                         w = T.cast(T.view(wb, dtype=wtype, layout=c_layout), xtype,
                                    layout=w_layout)
+                        if fold:
+                            w = w * (2.0 ** -fold)
                     g = (kk * BK + j * 64) // group - g0
                     if zeros_on_products:
                         T.gemm(ones, X_s[:, j * 64:(j + 1) * 64], xsum, transpose_B=True,
@@ -135,7 +144,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                             T.clear(xsum)
                         else:
                             for i, t in T.Parallel(BN, BM):
-                                acc[i, t] += part[i, t] * S_s[i, gk]
+                                acc[i, t] += part[i, t] * (2.0 ** fold) * S_s[i, gk]
                         T.clear(part)
             for i, t in T.Parallel(BN, BM):
                 if bm * BM + t < M:

@@ -17,8 +17,8 @@ from tilecraft.block.select_cast import CastPlan, FusedCast
 
 class CastPrinter:
     def fused_cast(self, s: BinaryOp) -> bool:
-        """Print `s` (a zero point's subtraction) as the fast cast fused into it; False when it
-        has no such plan."""
+        """Print `s` (a zero point's subtraction, a multiplication by a power of two) as the fast
+        cast fused into it; False when it has no such plan."""
         plan = self.plans.get(id(s))
         if not isinstance(plan, FusedCast):
             return False
@@ -31,8 +31,12 @@ class CastPrinter:
             self.w(f"{plan.plan.func}({src}, {self.tensor(s.out)}, {zk});  // cast, then - "
                    f"`{plan.codes.buffer.name}`: each zero point joins the magic number")
             return True
-        what = (f"* {1 << plan.scale}: the trick's HFMA2 scales" if plan.scale else
-                f"- {plan.zero}: the zero point joins the magic number")
+        if plan.scale > 0:
+            what = f"* {1 << plan.scale}: the trick's HFMA2 scales"
+        elif plan.scale < 0:
+            what = f"* 2^{plan.scale}: the trick's own multiply, smaller or gone"
+        else:
+            what = f"- {plan.zero}: the zero point joins the magic number"
         self.w(f"{plan.plan.func}({src}, {self.tensor(s.out)});  // cast, then {what}")
         return True
 

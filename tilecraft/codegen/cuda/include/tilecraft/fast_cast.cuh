@@ -16,11 +16,15 @@
 //       cost
 //   fast_cast_e4m3_cvt<N>(src, dst)  float8_e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (sm_89+), NaNs as
 //       fast_cast_float makes them (a thread with a NaN code casts again by it)
-//   fast_cast_float<E, M, SPECIAL, BF16, N, ILV>(src, dst) 1 + E + M bit floats (f16: E <= 4, or
-//       float8_e5m2; bf16: every E), SPECIAL 0: every code finite (custom floats), 1: only the
-//       all-ones magnitude is NaN (float8_e4m3), 2: IEEE (float8_e5m2); ILV: 4-bit floats with
-//       SPECIAL 0 in interleaved words (as the ints), each pair: the magnitudes shifted in place
-//       and masked, times +-2^(bias difference) with the sign OR'd in (SHF, LOP3 x 2, HMUL2)
+//   fast_cast_float<E, M, SPECIAL, BF16, N, ILV, S>(src, dst) 1 + E + M bit floats (f16: E <= 4,
+//       or float8_e5m2; bf16: every E), SPECIAL 0: every code finite (custom floats), 1: only the
+//       all-ones magnitude is NaN (float8_e4m3), 2: IEEE (float8_e5m2); times 2^S (S <= 0, down
+//       to minus the biases' difference, SPECIAL 0: the trick's multiply scales for free, and
+//       is gone at the bottom); ILV: 4-bit floats with SPECIAL 0 in interleaved words (as the
+//       ints). ILV to f16: per word two words with each code's sign moved next to where its
+//       magnitude goes (SHF, LOP3 each), then per pair SHF, LOP3 (and HMUL2 unless S is the
+//       bottom); to bf16 per pair the magnitudes shifted in place and masked, times +-2^(bias
+//       difference) with the sign OR'd in (SHF, LOP3 x 2, HMUL2)
 //
 // The tricks (instructions per 2 or 8 elements, counted in SASS by tests/codegen):
 //   u8/i8 -> f16   PRMT each byte under 0x64 (1024 + x), one HSUB2 per two
@@ -53,12 +57,20 @@ TC_DEVICE u32 prmt(u32 a, u32 b, u32 sel) {
   return d;
 }
 
-// (a & b) | c in one LOP3 (written as PTX: from C, two constants make ptxas split it in two)
-TC_DEVICE u32 and_or(u32 a, u32 b, u32 c) {
+// any function of a, b, c bit by bit in one LOP3: LUT = F(0xF0, 0xCC, 0xAA) (written as PTX:
+// from C, two constants or a select make ptxas split it in two)
+template <int LUT>
+TC_DEVICE u32 lop3(u32 a, u32 b, u32 c) {
   u32 d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  asm("lop3.b32 %0, %1, %2, %3, %4;" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(LUT));
   return d;
 }
+
+// (a & b) | c
+TC_DEVICE u32 and_or(u32 a, u32 b, u32 c) { return lop3<0xEA>(a, b, c); }
+
+// the bits of a where c is set, of b elsewhere
+TC_DEVICE u32 bit_select(u32 a, u32 b, u32 c) { return lop3<0xE4>(a, b, c); }
 
 TC_DEVICE u32 sub_f16x2(u32 a, u32 b) {
   u32 d;
@@ -375,14 +387,16 @@ TC_DEVICE u32 top_pair(const void* src, int j) {
   return (field<B, N>(src, 2 * j) << (16 - B)) | y;
 }
 
-template <int E, int M, int SPECIAL, bool BF16, int N, bool ILV = false>
+template <int E, int M, int SPECIAL, bool BF16, int N, bool ILV = false, int S = 0>
 TC_DEVICE void fast_cast_float(const void* src, void* dst) {
   constexpr int B = 1 + E + M, ED = BF16 ? 8 : 5, MD = BF16 ? 7 : 10;
-  constexpr int BIAS = (1 << (E - 1)) - 1, BIASD = BF16 ? 127 : 15;
+  constexpr int BIAS = (1 << (E - 1)) - 1, BIASD = BF16 ? 127 : 15, UP = BIASD - BIAS + S;
   static_assert(B <= 8 && E <= ED && M <= MD, "a 1..8-bit float narrower than the result");
   static_assert(BF16 || E <= 4 || (E == 5 && SPECIAL == 2), "f16 holds E <= 4 and e5m2 exactly");
+  static_assert(S <= 0 && UP >= 0 && (S == 0 || SPECIAL == 0),
+                "times 2^S: down to the code's own bits, for codes without special values");
   constexpr u32 keep = (((1u << (B - 1)) - 1u) << (MD - M)) * 0x10001u;  // exponent + mantissa
-  constexpr u32 scale = u32((BIASD - BIAS) + BIASD) << MD;                // 2^(BIASD - BIAS)
+  constexpr u32 scale = u32(UP + BIASD) << MD;                            // 2^(BIASD - BIAS + S)
   constexpr u32 mag = (((1u << (B - 1)) - 1u) << (16 - B)) * 0x10001u;   // |code| at the top
   constexpr u32 one = (1u << (16 - B)) * 0x10001u;                         // its last bit
   constexpr u32 expo = (((1u << E) - 1u) << (15 - E)) * 0x10001u;         // its exponent
@@ -392,13 +406,32 @@ TC_DEVICE void fast_cast_float(const void* src, void* dst) {
   constexpr u32 most = (keep & 0xFFFFu) + (u32(BIASD - BIAS) << MD), most2 = most * 0x10001u;
   static_assert(!ILV || (B == 4 && SPECIAL == 0 && N % 8 == 0),
                 "interleaved words: 4-bit floats without special codes, whole words");
+  constexpr int low = MD - M;       // where the magnitude's last bit goes
+  constexpr int spread = 12 - low;  // how far the sign bit must move up from its nibble's top
+  if (ILV && spread <= 4) {  // (f16) pair k of a word: codes k and k + 4, the halves' nibbles k
+    // ev: the even nibbles' magnitudes in place, each sign `spread` bits above its own place
+    // (inside the odd nibble above it); od: the same of the odd nibbles, moved down one nibble.
+    // Pair k is then one shift and one mask of ev (k even) or od, times 2^UP unless UP is 0.
+    constexpr u32 mags = 0x07070707u, out = keep | 0x80008000u;
+#pragma unroll
+    for (int q = 0; q < N / 8; ++q) {
+      const u32 w = word<B, N>(src, q);
+      const u32 ev = bit_select(w, w << spread, mags);
+      const u32 od = bit_select(w >> 4, w >> (4 - spread), mags);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const u32 r = ((k % 2 ? od : ev) << (k < 2 ? low : low - 8)) & out;
+        put2<N>(dst, q * 4 + k, UP ? mul2<BF16>(r, scale * 0x10001u) : r);
+      }
+    }
+    return;
+  }
   if (ILV) {  // pair k of a word: codes k and k + 4, the halves' nibbles k
 #pragma unroll
     for (int q = 0; q < N / 8; ++q) {
       const u32 w = word<B, N>(src, q);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        constexpr int low = MD - M;  // where the magnitude's last bit goes
         const int d = low - 4 * k;
         const u32 m = (d >= 0 ? w << d : w >> -d) & keep;  // exponent + mantissa in place
         const u32 s = and_or(w << (12 - 4 * k), 0x80008000u, scale * 0x10001u);  // +-2^bias
@@ -411,7 +444,8 @@ TC_DEVICE void fast_cast_float(const void* src, void* dst) {
   for (int j = 0; j < (N + 1) / 2; ++j) {
     const u32 p = top_pair<B, N>(src, j);
     u32 r = p;  // e5m2 -> f16: the code is the f16's top byte already
-    if (ED != E) r = mul2<BF16>(((p >> (ED - E)) & keep) | (p & 0x80008000u), scale * 0x10001u);
+    if (ED != E) r = ((p >> (ED - E)) & keep) | (p & 0x80008000u);
+    if (ED != E && UP) r = mul2<BF16>(r, scale * 0x10001u);
     if (SPECIAL == 1) {  // the all-ones magnitude is NaN
       const u32 m = half_mask((p & mag) + one);
       r ^= m & (most2 ^ nan);
