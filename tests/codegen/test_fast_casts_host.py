@@ -267,3 +267,67 @@ int main() {{
     want = np.asarray(store_cast(dt.resolve(dst), np.array(exact, np.float64))).view(np.uint16)
     bad = np.argwhere(got != want)
     assert bad.size == 0, [(int(c), int(j), hex(got[c, j]), hex(want[c, j])) for c, j in bad[:4]]
+
+
+PLANES = [(2, 1, 0), (4, 1, 0), (4, 2, 0), (4, 2, 1), (1, 2, 4)]
+
+
+def test_a_sum_of_bit_planes_is_one_fast_cast_exactly(tmp_path):
+    """`fast_cast_planes<BA, BB, BC, ...>`: a * 2^(BB + BC) + b * 2^BC + c - T from the planes'
+    interleaved words, every code of every plane at every position (the codes of the planes
+    differ), to f16 and bf16, T from 0 to the largest the magic keeps exact; bit for bit the
+    interpreter's cast, scale, subtraction and sum of whole numbers."""
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    cases = [(bits, n, dst, t) for bits in PLANES for n in (32, 64)
+             for dst in ("float16", "bfloat16") for t in (0, 5, 127 if dst == "bfloat16" else 1000)
+             if sum(bits) <= 7]
+    calls = []
+    for k, (bits, n, dst, t) in enumerate(cases):
+        planes = [b for b in bits if b]
+        fill = []
+        for p, b in enumerate(planes):
+            fill.append(f"""
+    unsigned char w{p}[{n * b // 8}] = {{0}};
+    for (int i = 0; i < {n}; ++i)
+      for (int k = 0, code = (c + 7 * i + 3 * {p}) % {1 << b}; k < {b}; ++k)
+        if (code >> k & 1) w{p}[(i * {b} + k) / 8] |= 1 << (i * {b} + k) % 8;""")
+        srcs = ", ".join(f"w{p}" for p in range(len(planes))) + ", nullptr" * (3 - len(planes))
+        func = (f"tc::fast_cast_planes<{bits[0]}, {bits[1]}, {bits[2]}, "
+                f"{'true' if dst == 'bfloat16' else 'false'}, {n}, {t}>")
+        calls.append(f"""{{
+  for (int c = 0; c < 16; ++c) {{{''.join(fill)}
+    unsigned short o[{n}];
+    {func}({srcs}, o);
+    printf("{k}");
+    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
+    printf("\\n");
+  }}
+}}""")
+    (tmp_path / "t.cpp").write_text(MODELS + _header() + "int main() {\n" + "\n".join(calls)
+                                    + "\n}\n")
+    subprocess.run([cxx, "-O1", "-std=c++17", "-w", "-o", str(tmp_path / "t"),
+                    str(tmp_path / "t.cpp")], check=True)
+    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True)
+    rows: dict[int, list] = {}
+    for line in run.stdout.splitlines():
+        k, *vals = map(int, line.split())
+        rows.setdefault(k, []).append(vals)
+    for k, (bits, n, dst, t) in enumerate(cases):
+        planes = [b for b in bits if b]
+        shifts = [sum(planes[p + 1:]) for p in range(len(planes))]
+        want = []
+        for c in range(16):
+            vals = []
+            for j in range(n):
+                v = -t
+                for p, b in enumerate(planes):
+                    at = interleave_permutation(n, b)[j]
+                    v += ((c + 7 * at + 3 * p) % (1 << b)) << shifts[p]
+                vals.append(v)
+            want.append(np.asarray(store_cast(dt.resolve(dst), np.array(vals, np.float64)))
+                        .view(np.uint16).astype(np.int64))
+        got = np.array(rows[k])
+        bad = np.argwhere(got != np.array(want))
+        assert bad.size == 0, (bits, n, dst, t, [(int(c), int(i)) for c, i in bad[:4]])

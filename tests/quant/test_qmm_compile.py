@@ -22,7 +22,7 @@ def _has_nvrtc() -> bool:
 
 CASES = [("uint4", 1, 8192, 8192), ("uint1", 16, 4096, 8192), ("int3", 16, 1024, 4096),
          ("float8_e4m3", 3, 2048, 4096), ("float6_e3m2", 4096, 4096, 4096),
-         ("int4", 4096, 4096, 4096), ("uint8", 100, 1024, 1024)]
+         ("int4", 4096, 4096, 4096), ("uint8", 100, 1024, 1024), ("uint5", 4096, 2048, 4096)]
 
 
 @pytest.mark.skipif(not _has_nvrtc(), reason="needs NVRTC (cuda-bindings)")

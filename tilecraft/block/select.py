@@ -123,6 +123,7 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
     for seq in walk(program.body):
         if isinstance(seq, SeqStmt):
             _fuse_cast_readers(seq.stmts, plans, readers, target)
+            _fuse_plane_sums(seq.stmts, plans, readers)
             _fuse_operand_loads(seq.stmts, plans)
     return plans
 
@@ -194,6 +195,34 @@ def _fuse_cast_readers(stmts, plans: dict, readers: dict, target) -> None:
             plans[id(sub)] = fused
             what = "multiplication" if fused.scale else "subtraction of its zero point"
             plans[id(cast)] = Fused(id(sub), f"the {what} below")
+
+
+def _fuse_plane_sums(stmts, plans: dict, readers: dict) -> None:
+    """An add of bit planes' fast casts (each times its weight, the last minus a zero point)
+    prints as one cast of the planes (select_planes.py); the outermost add of a chain is taken
+    first, its inner adds, casts and their fused readers print inside it. Only in a sequence
+    that goes on to a wgmma (`dot_shared`): its loops are paced by their warps' instruction
+    issue, which the one cast shortens (quantized matmul at M = 4096: uint3 and uint5 11-13%
+    faster); the mma.sync loops at decode are paced by the integer pipe, which it loads with
+    the shifts the separate casts do by HFMA2 (uint3 and uint6 at M = 1: 5-6% slower)."""
+    from .dot_shared import DotShared
+    from .select_planes import plane_sum
+
+    if not any(isinstance(s, DotShared) for s in stmts):
+        return
+    writers: dict = {}
+    for i, s in enumerate(stmts):
+        for t in _writes(s):
+            writers.setdefault(t, []).append((i, s))
+    for at in reversed(range(len(stmts))):
+        s = stmts[at]
+        if id(s) in plans:
+            continue
+        plan = plane_sum(s, at, stmts, plans, readers, writers)
+        if plan is not None:
+            plans[id(s)] = plan
+            for part in plan.parts:
+                plans[part] = Fused(id(s), "the plane sum below")
 
 
 def _writes(s) -> set:

@@ -13,13 +13,19 @@ from __future__ import annotations
 
 from tilecraft.block.compute import BinaryOp, Cast
 from tilecraft.block.select_cast import CastPlan, FusedCast
+from tilecraft.block.select_planes import PlaneCast
 
 
 class CastPrinter:
     def fused_cast(self, s: BinaryOp) -> bool:
-        """Print `s` (a zero point's subtraction, a multiplication by a power of two) as the fast
-        cast fused into it; False when it has no such plan."""
+        """Print `s` (a zero point's subtraction, a multiplication by a power of two, a sum of
+        bit planes) as the fast cast fused into it; False when it has no such plan."""
         plan = self.plans.get(id(s))
+        if isinstance(plan, PlaneCast):
+            srcs = [self.tensor(t) for t in plan.srcs] + ["nullptr"] * (3 - len(plan.srcs))
+            self.w(f"{plan.func}({', '.join(srcs)}, {self.tensor(s.out)});  // bit planes: "
+                   "their fields OR'd under the magic number, one subtraction")
+            return True
         if not isinstance(plan, FusedCast):
             return False
         src = self.tensor(plan.cast.src)

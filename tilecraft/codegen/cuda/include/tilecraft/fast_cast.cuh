@@ -14,6 +14,9 @@
 //   fast_cast_int_z<B, N, ILV, BF16>(src, dst, z)  uint4 / uint8 -> f16 (uint4 -> bf16) minus a
 //       zero point per element (z[i], a whole number below 64 / 1024 / 128), at fast_cast_int's
 //       cost
+//   fast_cast_planes<BA, BB, BC, BF16, N, T>(a, b, c, dst)  a * 2^(BB + BC) + b * 2^BC + c - T
+//       from the interleaved words of 1-, 2- or 4-bit planes (the 3-, 5-, 6-bit ints' storage:
+//       quant/qmm.py), each pair's fields OR'd under the magic number, one subtraction
 //   fast_cast_e4m3_cvt<N>(src, dst)  float8_e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (sm_89+), NaNs as
 //       fast_cast_float makes them (a thread with a NaN code casts again by it)
 //   fast_cast_float<E, M, SPECIAL, BF16, N, ILV, S>(src, dst) 1 + E + M bit floats (f16: E <= 4,
@@ -378,6 +381,42 @@ TC_DEVICE void fast_cast_int_z(const void* src, void* dst, const u32* z) {
   }
 }
 
+// ---- bit planes -------------------------------------------------------------------------------
+// pair k of interleaved words of N B-bit codes (codes 2k and 2k + 1) is at bit B * (k % (16 / B))
+// of each half of word k / (16 / B): that word shifted so the pair's fields start at bit S of
+// each half (the other bits: junk)
+template <int B, int N, int S>
+TC_DEVICE u32 pair_at(const void* src, int k) {
+  const u32 w = word<B, N>(src, k / (16 / B));
+  const int d = S - B * (k % (16 / B));
+  return d >= 0 ? w << d : w >> -d;
+}
+
+// sum of the planes a * 2^(BB + BC) + b * 2^BC + c, minus T, in N results: each plane's
+// interleaved words (1-, 2-, 4-bit codes, as fast_cast_int's ILV) give their pair's fields,
+// shifted to their place and OR'd under the magic number (LOP3 each), then one subtraction of
+// magic + T: (magic + n) - (magic + T) = n - T exactly for n < 128 and T below 1024 (f16) or
+// 128 (bf16). BC = 0: two planes (c is not read).
+template <int BA, int BB, int BC, bool BF16, int N, int T = 0>
+TC_DEVICE void fast_cast_planes(const void* a, const void* b, const void* c, void* dst) {
+  static_assert(BA + BB + BC <= 7 && (T >= 0 && T < (BF16 ? 128 : 1024)),
+                "planes of at most 7 bits, a subtrahend the magic keeps exact");
+  static_assert(N % (32 / BA) == 0 && N % (32 / BB) == 0 && (BC == 0 || N % (32 / BC) == 0),
+                "whole words of every plane");
+  constexpr u32 magic = BF16 ? 0x43004300u : 0x64006400u;
+  constexpr u32 sub = magic + u32(T) * 0x10001u;
+  constexpr u32 ma = ((1u << BA) - 1u) << (BB + BC), mb = ((1u << BB) - 1u) << BC;
+  constexpr u32 mc = (1u << BC) - 1u;
+  constexpr int BC1 = BC ? BC : 1;  // (instantiable when there is no third plane)
+#pragma unroll
+  for (int k = 0; k < N / 2; ++k) {
+    u32 r = and_or(pair_at<BA, N, BB + BC>(a, k), ma * 0x10001u, magic);
+    r = and_or(pair_at<BB, N, BC>(b, k), mb * 0x10001u, r);
+    if (BC) r = and_or(pair_at<BC1, N, 0>(c, k), mc * 0x10001u, r);
+    put2<N>(dst, k, sub2<BF16>(r, sub));
+  }
+}
+
 // ---- floats -----------------------------------------------------------------------------------
 // codes 2j, 2j+1 at the top of the halves of one word (B = 8: by PRMT from the source word)
 template <int B, int N>
@@ -490,6 +529,7 @@ TC_DEVICE void fast_cast_e4m3_cvt(const void* src, void* dst) {
 using fast::fast_cast_float;
 using fast::fast_cast_int;
 using fast::fast_cast_int_z;
+using fast::fast_cast_planes;
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 using fast::fast_cast_e4m3_cvt;
 #endif
