@@ -80,6 +80,21 @@ def test_a_power_of_two_factor_joins_the_fast_cast_of_narrow_codes(src, dst, fac
     assert bool(re.search(r"shifted_\[li\] = __hmul", code)) != fused
 
 
+@pytest.mark.parametrize("src,dst,s,fused", [
+    ("float4_e2m1", "float16", 14, True), ("float4_e2m1", "float16", 3, True),
+    ("float6_e3m2", "float16", 12, True), ("float6_e3m2", "float16", 13, False),
+    ("float4_e2m1", "bfloat16", 1, False), ("float8_e4m3", "float16", 1, False),
+])
+def test_a_power_of_two_below_one_joins_the_fast_cast_of_a_float(src, dst, s, fused):
+    """(the trick multiplies by 2^(bias_dst - bias) anyway: down to that, exact; not for bf16,
+    whose values would be subnormal there, nor for codes with NaNs)"""
+    from tilecraft.codegen.block_cuda.build import generate_block
+
+    code = generate_block(cast_program(src, dst, 16, zero=2.0 ** -s, op="*"), "sm_90a").source
+    assert (f", false, -{s}>(codes_, shifted_)" in code) == fused
+    assert bool(re.search(r"shifted_\[li\] = __hmul", code)) != fused
+
+
 def test_a_cast_read_elsewhere_is_not_fused():
     code = _source("uint4", "float16", 16, 8, keep_cast=True)
     assert "tc::fast_cast_int<4, false, false, 16>(codes_, out_)" in code
@@ -128,6 +143,30 @@ def test_every_code_minus_a_zero_point_matches_the_interpreter_on_the_gpu(src, d
         want = vm_result(src, dst, n, THREADS, BLOCKS, zero)
         bad = np.flatnonzero(got != want)
         assert bad.size == 0, (zero, [(int(i), hex(got[i]), hex(want[i])) for i in bad[:8]])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("src", ["float4_e2m1", "float6_e3m2", "float5_e2m2"])
+def test_every_float_code_times_a_power_of_two_below_one_matches_the_interpreter_on_the_gpu(src):
+    import torch
+
+    from tilecraft.codegen.block_cuda import build_block_kernel
+    from tilecraft.targets import current_target
+
+    d = dt.resolve(src)
+    top = 15 - ((1 << (d.exponent_bits - 1)) - 1)
+    n = 64
+    for s in (1, top):
+        prog = cast_program(src, "float16", n, THREADS, BLOCKS, zero=2.0 ** -s, op="*")
+        kernel = build_block_kernel(prog, current_target().arch)
+        assert f"-{s}>(codes_, shifted_)" in kernel.source
+        data = torch.from_numpy(every_code(src, n, THREADS, BLOCKS)).cuda()
+        out = torch.zeros(THREADS * BLOCKS * n, dtype=torch.float16, device="cuda")
+        kernel(data, out)
+        got = out.view(torch.int16).cpu().numpy().view(np.uint16)
+        want = vm_result(src, "float16", n, THREADS, BLOCKS, 2.0 ** -s, op="*")
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, (s, [(int(i), hex(got[i]), hex(want[i])) for i in bad[:8]])
 
 
 @pytest.mark.gpu
