@@ -147,12 +147,12 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     leaves SMs idle), tokens padded to 8 or 16, K split until the blocks number about 200 (400
     with one tile; more for the types with long casts: `_decode_traits`; split-K adds a
     reduction kernel), scales applied to each group's f32 products where groups are whole k
-    steps. Larger M: 8 warps of one 16-row tile each, 256
-    tokens (from M = 512; 128 from M = 65, else 64), k steps of 64, on wgmma with the weight
-    from registers on sm_90a (one wgmma left in flight while the next step dequantizes:
-    pipeline_copies); K split in two when the blocks would not cover the SMs. The decode loop
-    unrolls its stages where the cast is short (integers, float4, float8), else two steps:
-    longer bodies unrolled by four overflow the instruction cache (float6_e3m2: 96 -> 134 us).
+    steps. Larger M: 8 warps of one 16-row tile each, 256 tokens (from M = 512; 128 from M =
+    65, else 64), k steps of 64, on wgmma with the weight from registers on sm_90a (one wgmma
+    left in flight while the next step dequantizes: pipeline_copies); K split in two when the
+    blocks would not cover the SMs. The decode loop unrolls its stages where the cast is short
+    (integers, float4, float8 on 3 stages), else two steps: longer bodies unrolled by four
+    overflowed the instruction cache (float6_e3m2: 96 -> 134 us, session 11).
     The k steps' tiles move by TMA on sm_90a (one load per tile and stage; cp.async for 1- and
     2-bit weights at decode, whose small tiles TMA made 7-15% slower on the H200:
     benchmarks/NOTES.md, session 15). `wtype`: the weight type."""
