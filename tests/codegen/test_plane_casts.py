@@ -1,7 +1,7 @@
 """Bit planes cast at once: the quantized matmul stores 3-, 5- and 6-bit integers as 1-, 2- and
-4-bit planes and adds them back (`cast(hi) * 2^s + cast(lo) - T`); before a wgmma that sum prints
-as one `tc::fast_cast_planes` (block/select_planes.py; its bits are checked for every code by
-test_fast_casts_host.py), at decode (mma.sync) as one cast per plane. What the kernel computes
+4-bit planes and adds them back (`cast(hi) * 2^s + cast(lo) - T`); that sum prints as one
+`tc::fast_cast_planes` (block/select_planes.py; its bits are checked for every code by
+test_fast_casts_host.py), at decode (mma.sync) and before a wgmma alike. What the kernel computes
 does not change: the VM runs the instructions as written, and tests/quant compares both paths
 with the dequantized reference on the GPU."""
 
@@ -51,7 +51,51 @@ def test_the_zeros_per_element_stay_outside_the_planes():
 
 
 @pytest.mark.parametrize("M", [1, 16])
-def test_a_decode_loop_casts_each_plane(M):
+def test_a_decode_loop_casts_its_planes_at_once_too(M):
     src = _source("uint3", M, 4)
-    assert "fast_cast_planes" not in src
-    assert re.search(r"tc::fast_cast_int<2, false, false, \d+, 0, true, 1>", src)
+    assert re.search(r"tc::fast_cast_planes<2, 1, 0, false, \d+, 4>", src)
+    assert not re.search(r"tc::fast_cast_int<[12], ", src)
+
+
+def _plane_add(monkeypatch):
+    """The uint3 decode kernel's lowered program, its plans without the plane fusion, and its
+    first add of two planes: (add, index, statements, plans, readers, writers)."""
+    import tilecraft.block.select as select
+    from tilecraft.ir import SeqStmt
+    from tilecraft.ir.visitor import walk
+    from tilecraft.targets import target_from_arch
+
+    N, K = 256, 1024
+    cfg = choose_config(1, N, K, 3, 128, "uint3")
+    prog = generate_cuda(qmm_kernel(1, N, K, "uint3", "float16", 128, 4, False, False,
+                                    **cfg).func, "sm_90a").state.block_program
+    monkeypatch.setattr(select, "_fuse_plane_sums", lambda *a: None)
+    plans = select.select_instructions(prog, target_from_arch("sm_90a"))
+    readers = select._readers(prog)
+    for seq in walk(prog.body):
+        if not isinstance(seq, SeqStmt):
+            continue
+        writers: dict = {}
+        for i, s in enumerate(seq.stmts):
+            for t in select._writes(s):
+                writers.setdefault(t, []).append((i, s))
+        for at, s in enumerate(seq.stmts):
+            if getattr(s, "op", None) == "+" and getattr(s.out.dtype, "name", "") == "float16":
+                return s, at, seq.stmts, plans, readers, writers
+    raise AssertionError("no add of planes")
+
+
+def test_the_rule_refuses_a_plane_read_elsewhere_or_changed_before_the_sum(monkeypatch):
+    from tilecraft.block.select_planes import plane_sum
+
+    add, at, stmts, plans, readers, writers = _plane_add(monkeypatch)
+    plan = plane_sum(add, at, stmts, plans, readers, writers)
+    assert plan is not None and plan.func == "tc::fast_cast_planes<2, 1, 0, false, 32, 4>"
+    other = dict(readers)
+    other[add.a] = [*readers[add.a], stmts[0]]  # the high plane's product read elsewhere too
+    assert plane_sum(add, at, stmts, plans, other, writers) is None
+    hi = plan.srcs[0]  # its packed words written again between its cast and the sum
+    changed = dict(writers)
+    changed[hi] = [*writers[hi], (at - 1, stmts[at - 1])]
+    assert plane_sum(add, at, stmts, plans, readers, changed) is None
+    assert plane_sum(add, at, stmts, {}, readers, writers) is None  # no fast casts: no sum

@@ -200,16 +200,11 @@ def _fuse_cast_readers(stmts, plans: dict, readers: dict, target) -> None:
 def _fuse_plane_sums(stmts, plans: dict, readers: dict) -> None:
     """An add of bit planes' fast casts (each times its weight, the last minus a zero point)
     prints as one cast of the planes (select_planes.py); the outermost add of a chain is taken
-    first, its inner adds, casts and their fused readers print inside it. Only in a sequence
-    that goes on to a wgmma (`dot_shared`): its loops are paced by their warps' instruction
-    issue, which the one cast shortens (quantized matmul at M = 4096: uint3 and uint5 11-13%
-    faster); the mma.sync loops at decode are paced by the integer pipe, which it loads with
-    the shifts the separate casts do by HFMA2 (uint3 and uint6 at M = 1: 5-6% slower)."""
-    from .dot_shared import DotShared
+    first, its inner adds, casts and their fused readers print inside it. (Measured on the
+    quantized matmul: 3.5-6% faster at decode, 1-13% at M = 4096, benchmarks/NOTES.md session
+    17.)"""
     from .select_planes import plane_sum
 
-    if not any(isinstance(s, DotShared) for s in stmts):
-        return
     writers: dict = {}
     for i, s in enumerate(stmts):
         for t in _writes(s):

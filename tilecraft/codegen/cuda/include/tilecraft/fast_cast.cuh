@@ -392,11 +392,23 @@ TC_DEVICE u32 pair_at(const void* src, int k) {
   return d >= 0 ? w << d : w >> -d;
 }
 
-// sum of the planes a * 2^(BB + BC) + b * 2^BC + c, minus T, in N results: each plane's
-// interleaved words (1-, 2-, 4-bit codes, as fast_cast_int's ILV) give their pair's fields,
-// shifted to their place and OR'd under the magic number (LOP3 each), then one subtraction of
-// magic + T: (magic + n) - (magic + T) = n - T exactly for n < 128 and T below 1024 (f16) or
-// 128 (bf16). BC = 0: two planes (c is not read).
+// f16 bits of the whole number n, 0 <= n < 2048 (exact; constant-folded where n is constant)
+TC_HOST_DEVICE constexpr u32 f16_whole(int n) {
+  int e = 0;
+  while ((n >> e) > 1) ++e;
+  return n == 0 ? 0u : (u32(e + 15) << 10) | ((u32(n) << (10 - e)) & 0x3FFu);
+}
+
+// sum of the planes a * 2^(BB + BC) + b * 2^BC + c, minus T, in N results from each plane's
+// interleaved words (1-, 2-, 4-bit codes, as fast_cast_int's ILV). Two planes to f16 with T <
+// 512: each pair's fields masked in place under the magic (LOP3 each; per word two windows of
+// it, w << lb and w >> (8 - lb), hold every pair's field between bit lb and the mantissa's
+// top, lb = the plane's weight, at least 1), then hi * 2^(BB - p) - (K) and lo * 2^-q + that
+// by two HFMA2: 1024 2^(BB - p) + hi 2^BB - K and 1024 2^-q + lo + (...) are whole numbers
+// below 2048 (K = 1024 2^(BB - p) + 1024 2^-q + T), so exact. Otherwise: each field shifted
+// to its place and OR'd under the magic (SHF + LOP3 a plane), one subtraction of magic + T:
+// (magic + n) - (magic + T) = n - T exactly for n < 128 and T below 1024 (f16) or 128
+// (bf16). BC = 0: two planes (c is not read).
 template <int BA, int BB, int BC, bool BF16, int N, int T = 0>
 TC_DEVICE void fast_cast_planes(const void* a, const void* b, const void* c, void* dst) {
   static_assert(BA + BB + BC <= 7 && (T >= 0 && T < (BF16 ? 128 : 1024)),
@@ -404,6 +416,25 @@ TC_DEVICE void fast_cast_planes(const void* a, const void* b, const void* c, voi
   static_assert(N % (32 / BA) == 0 && N % (32 / BB) == 0 && (BC == 0 || N % (32 / BC) == 0),
                 "whole words of every plane");
   constexpr u32 magic = BF16 ? 0x43004300u : 0x64006400u;
+  if (!BF16 && BC == 0 && T < 512 && BB <= 2) {  // two planes in place, two HFMA2 a pair
+    constexpr int la = BB, lb = 1;  // the lowest bit each plane's fields may sit at
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) {
+      const int ja = k % (16 / BA), jb = k % (16 / BB);  // the pair's field in its word
+      const u32 wa = word<BA, N>(a, k / (16 / BA)), wb = word<BB, N>(b, k / (16 / BB));
+      const bool fa = ja < 8 / BA, fb = jb < 8 / BB;  // in the first window
+      const int p = fa ? BA * ja + la : BA * ja - 8 + la, q = fb ? BB * jb + lb : BB * jb - 8 + lb;
+      const u32 hi = and_or(fa ? wa << la : wa >> (8 - la), (((1u << BA) - 1u) << p) * 0x10001u,
+                            magic);
+      const u32 lo = and_or(fb ? wb << lb : wb >> (8 - lb), (((1u << BB) - 1u) << q) * 0x10001u,
+                            magic);
+      const u32 up = u32(BB - p + 15) << 10;  // 2^(BB - p)
+      const u32 kk = 0x8000u | f16_whole((1024 >> (p - BB)) + (1024 >> q) + T);  // -K
+      const u32 mid = fma_f16x2(hi, up * 0x10001u, kk * 0x10001u);
+      put2<N>(dst, k, fma_f16x2(lo, (u32(15 - q) << 10) * 0x10001u, mid));
+    }
+    return;
+  }
   constexpr u32 sub = magic + u32(T) * 0x10001u;
   constexpr u32 ma = ((1u << BA) - 1u) << (BB + BC), mb = ((1u << BB) - 1u) << BC;
   constexpr u32 mc = (1u << BC) - 1u;
