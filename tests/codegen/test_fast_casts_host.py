@@ -128,6 +128,22 @@ def _header() -> str:
     return src
 
 
+def _run(cxx: str, tmp_path, calls: list[str]) -> dict[int, list]:
+    """Compile the header with its models and `calls` (blocks printing "k v0 v1 ..." lines) into
+    one host program, run it: k -> the rows it printed."""
+    (tmp_path / "t.cpp").write_text(MODELS + _header() + "int main() {\n" + "\n".join(calls)
+                                    + "\n}\n")
+    subprocess.run([cxx, "-O1", "-std=c++17", "-w", "-o", str(tmp_path / "t"),
+                    str(tmp_path / "t.cpp")], check=True)
+    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True)
+    assert run.stderr == ""
+    rows: dict[int, list] = {}
+    for line in run.stdout.splitlines():
+        k, *vals = map(int, line.split())
+        rows.setdefault(k, []).append(vals)
+    return rows
+
+
 def _zeros(s: dt.DataType, d: dt.DataType) -> list[int]:
     """0, and for integers 1, the middle code and the largest zero the trick takes."""
     if not s.is_integer:
@@ -204,16 +220,7 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
     printf("\\n");
   }}
 }}""")
-    (tmp_path / "t.cpp").write_text(MODELS + _header() + "int main() {\n" + "\n".join(calls)
-                                    + "\n}\n")
-    subprocess.run([cxx, "-O1", "-std=c++17", "-w", "-o", str(tmp_path / "t"),
-                    str(tmp_path / "t.cpp")], check=True)
-    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True)
-    assert run.stderr == ""
-    rows: dict[int, list] = {}
-    for line in run.stdout.splitlines():
-        k, *vals = map(int, line.split())
-        rows.setdefault(k, []).append(vals)
+    rows = _run(cxx, tmp_path, calls)
     for k, (src, dst, n, func, zero, perm, scale) in enumerate(cases):
         nc, table = 1 << dt.resolve(src).bits, _expected(src, dst, zero, scale)
         at = perm or range(n)  # result j is the code at position at[j]
@@ -305,15 +312,7 @@ def test_a_sum_of_bit_planes_is_one_fast_cast_exactly(tmp_path):
     printf("\\n");
   }}
 }}""")
-    (tmp_path / "t.cpp").write_text(MODELS + _header() + "int main() {\n" + "\n".join(calls)
-                                    + "\n}\n")
-    subprocess.run([cxx, "-O1", "-std=c++17", "-w", "-o", str(tmp_path / "t"),
-                    str(tmp_path / "t.cpp")], check=True)
-    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True)
-    rows: dict[int, list] = {}
-    for line in run.stdout.splitlines():
-        k, *vals = map(int, line.split())
-        rows.setdefault(k, []).append(vals)
+    rows = _run(cxx, tmp_path, calls)
     for k, (bits, n, dst, t) in enumerate(cases):
         planes = [b for b in bits if b]
         shifts = [sum(planes[p + 1:]) for p in range(len(planes))]
