@@ -189,3 +189,21 @@ def test_float4_weights_cast_to_f16_subnormals_multiply_exactly_on_the_gpu(M):
     y = quant.matmul(x, qw)
     ref = x.double() @ qw.dequantize().double().T
     assert ((y.double() - ref).norm() / ref.norm()).item() < 2e-3
+
+
+@pytest.mark.parametrize("dtype", ["float6_e3m2", "float4_e2m1"])
+def test_prefill_folds_the_float_casts_power_of_two_into_scales_that_stay_finite(dtype):
+    """At M > 16 float weights without zeros to f16 are cast times 2^-h and the scales times
+    2^h (qmm.fold_scales), exact: the same products; scales whose 2^h multiple would overflow
+    f16 keep the plain path, with the same results."""
+    qw = quant.quantize(weight(64, 128, seed=5), dtype, group_size=64)
+    assert qmm.fold_scales(qw, "float16") and not qmm.fold_scales(qw, "bfloat16")
+    qmm._PLANS.clear()
+    y = _check(torch.randn(40, 128, dtype=torch.float16), qw)
+    assert [k for k in qmm._PLANS if k[0] == 40][0][11]  # the plan took the fold
+    big = quant.quantize(weight(64, 128, seed=5) * 200, dtype, group_size=64)
+    assert not qmm.fold_scales(big, "float16")  # (scales past 16: times 2^12 or 2^14, not finite)
+    _check(torch.randn(40, 128, dtype=torch.float16), big)
+    qw.scales.mul_(200)  # changed in place: checked again
+    assert not qmm.fold_scales(qw, "float16")
+    assert y is not None

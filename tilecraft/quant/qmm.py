@@ -183,7 +183,25 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
 
 
 _PLANS: dict = {}  # (shapes, types, options, switches) -> (kernel, reducer or None, split)
-_ZERO_CODES: Any = None  # QuantizedWeight -> ((its zeros' version, address), codes or None)
+_CHECKS: Any = None  # QuantizedWeight -> {check: (stamp, result)} (`_checked`)
+
+
+def _checked(qweight: Any, what: str, tensor: Any, check) -> Any:
+    """`check(tensor)` for this weight, cached (one device sync per weight) until `tensor`
+    changes in place (its version and address are the stamp)."""
+    import weakref
+
+    global _CHECKS
+    if _CHECKS is None:
+        _CHECKS = weakref.WeakKeyDictionary()
+    stamp = (what, tensor._version, tensor.data_ptr())
+    seen = _CHECKS.setdefault(qweight, {})
+    hit = seen.get(what)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    value = check(tensor)
+    seen[what] = (stamp, value)
+    return value
 
 
 def zero_codes(qweight: Any) -> Any:
@@ -191,34 +209,42 @@ def zero_codes(qweight: Any) -> Any:
     a whole number in [0, 2^bits) (as `quantize` makes them): the kernel then subtracts them
     inside the fast cast, for free (qmm_kernel's `zero_codes`); else None. Checked once per
     weight (one device sync) and again when its zeros change in place."""
-    import weakref
-
     import torch
 
-    global _ZERO_CODES
     t = resolve(qweight.dtype)
     if t.kind != "uint" or t.bits not in (4, 8) or plane_bits(t) is not None:
         return None
-    if _ZERO_CODES is None:
-        _ZERO_CODES = weakref.WeakKeyDictionary()
-    z = qweight.zeros
-    stamp = (z._version, z.data_ptr())
-    hit = _ZERO_CODES.get(qweight)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    whole = bool(((z == z.round()) & (z >= 0) & (z < (1 << t.bits))).all())
-    codes = z.to(torch.uint8).contiguous() if whole else None
-    _ZERO_CODES[qweight] = (stamp, codes)
-    return codes
+
+    def codes(z: Any) -> Any:
+        whole = bool(((z == z.round()) & (z >= 0) & (z < (1 << t.bits))).all())
+        return z.to(torch.uint8).contiguous() if whole else None
+
+    return _checked(qweight, "zero codes", qweight.zeros, codes)
+
+
+def fold_scales(qweight: Any, xtype: str) -> bool:
+    """Whether the prefill kernel may take float codes times 2^-h and the scales times 2^h
+    (qmm_kernel's `fold_scales`, h = select_cast.float_headroom: the fast cast's multiply
+    gone): float weights without zeros to f16 whose every scale times 2^h is finite in f16
+    (then exact: the products are the same numbers). Checked once per weight."""
+    from tilecraft.block.select_cast import float_headroom
+
+    h = float_headroom(resolve(qweight.dtype), resolve(xtype))
+    if not h or qweight.zeros is not None or qweight.zero_point != 0:
+        return False
+    return _checked(qweight, "fold scales", qweight.scales,
+                    lambda s: bool((s.float().abs().amax() * 2.0 ** h <= 65504).item()))
 
 
 def _plan(key: tuple, config: dict | None) -> tuple:
     from tilecraft.quant.qmm_kernel import qmm_kernel, qmm_reduce
 
-    M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias, codes = key[:11]
+    M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias, codes, fold = key[:12]
     cfg = dict(choose_config(M, N, K, bits, group, wtype), **(config or {}))
     if codes:
         cfg["zero_codes"] = True
+    if fold and not cfg.get("acc_scale"):  # (acc_scale folds 2^h into the f32 products)
+        cfg.setdefault("fold_scales", True)  # (unless the caller's config says otherwise)
     kernel = qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias, **cfg)
     split = cfg["split"]
     reducer = qmm_reduce(M, N, split, xtype, has_bias) if split > 1 else None
@@ -242,8 +268,9 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
     # and to bf16 the fused cast takes 4-bit codes only)
     fused = has_zeros and (qweight.bits == 4 or (M > 16 and xtype == "float16"))
     codes = zero_codes(qweight) if fused else None
+    fold = M > 16 and fold_scales(qweight, xtype)
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
-           0 if has_zeros else qweight.zero_point, has_zeros, has_bias, codes is not None,
+           0 if has_zeros else qweight.zero_point, has_zeros, has_bias, codes is not None, fold,
            tuple(sorted(config.items())) if config else None, switches_from_env())
     kernel, reducer, split = _PLANS.get(key) or _plan(key, config)
     y = torch.empty(M, N, dtype=x.dtype, device=x.device)

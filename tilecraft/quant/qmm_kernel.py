@@ -23,7 +23,8 @@ def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
 @tilecraft.jit
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
-               acc_scale=False, zero_products=True, unroll=0, tma=True, zero_codes=False):
+               acc_scale=False, zero_products=True, unroll=0, tma=True, zero_codes=False,
+               fold_scales=False):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
@@ -38,7 +39,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     fast cast absorbs them at no cost (block/select_cast.py `fused_codes`; 4- and 8-bit
     unsigned weights to f16), also at decode (instead of the products). With `acc_scale`,
     float weights without zeros to f16 are cast times 2^-h (h: the biases' difference, 14 for
-    float4_e2m1), which costs the fast cast one multiply less, and 2^h joins the scales."""
+    float4_e2m1), which costs the fast cast one multiply less, and 2^h joins the scales.
+    `fold_scales`: the same without acc_scale (prefill), 2^h joining each group's f16 scale
+    (the caller checked that every scale times 2^h is finite: qmm.fold_scales)."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -63,7 +66,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     # float codes times 2^-fold: the fast cast's own multiply gone (select_cast.float_headroom),
     # 2^fold joins the group's scale in f32 (exact both ways)
     fold = float_headroom(resolve(wtype), resolve(xtype)) \
-        if acc_scale and not has_zeros and zero == 0 else 0
+        if (acc_scale or fold_scales) and not has_zeros and zero == 0 else 0
     ztype = "uint8" if zero_codes else xtype
 
     @T.prim_func
@@ -115,7 +118,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                                    layout=w_layout)
                         if fold:
                             w = w * (2.0 ** -fold)
-                    g = (kk * BK + j * 64) // group - g0
+                    # (a slice of whole groups starts at its first group: k alone names it)
+                    g = (k * BK + j * 64) // group if KS % group == 0 \
+                        else (kk * BK + j * 64) // group - g0
                     if zeros_on_products:
                         T.gemm(ones, X_s[:, j * 64:(j + 1) * 64], xsum, transpose_B=True,
                                policy=T.GemmWarpPolicy.FullRow)
@@ -132,11 +137,12 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                         T.gemm(w, X_s[:, j * 64:(j + 1) * 64], part, transpose_B=True,
                                policy=T.GemmWarpPolicy.FullRow)
                     else:
-                        w = w * T.load_shared(S_s, layout=s_layout, offset=[0, g])
+                        sg = T.load_shared(S_s, layout=s_layout, offset=[0, g])
+                        w = w * (sg * (2.0 ** fold) if fold else sg)
                         T.gemm(w, X_s[:, j * 64:(j + 1) * 64], acc, transpose_B=True,
                                policy=T.GemmWarpPolicy.FullRow)
                 if acc_scale:
-                    gk = (kk * BK) // group - g0
+                    gk = (k * BK) // group if KS % group == 0 else (kk * BK) // group - g0
                     if per_group == 1 or (k + 1) % per_group == 0:  # the group is complete
                         if zeros_on_products:
                             for i, t in T.Parallel(BN, BM):
