@@ -16,6 +16,7 @@ from .compute import (
                       Cast,
                       Dot,
                       Fill,
+                      Fma,
                       ReduceRegister,
                       UnaryOp,
                       View,
@@ -53,7 +54,7 @@ from .vm import run
 
 __all__ = [
     "BINARY_OPS", "REDUCE_KINDS", "UNARY_OPS", "AllocateGlobal", "AllocateRegister",
-    "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "BlockTensor", "Cast",
+    "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "Fma", "BlockTensor", "Cast",
     "CopyAsync", "CopyAsyncBulk", "CopyAsyncCommitGroup", "CopyAsyncWaitGroup", "CumSumRegister",
     "Dot", "DotShared", "DotWaitGroup", "Exit", "Fill", "GlobalTensor", "Instruction",
     "LoadGlobal", "LoadShared", "MbarrierArrive", "MbarrierExpect", "MbarrierInit", "MbarrierWait",

@@ -33,9 +33,11 @@ Operand = RegisterTensor | Expr
 def elementwise_expr(op: str, args: tuple[Expr, ...]) -> Expr:
     """The Tile IR expression of an element-wise op on scalar `args` (the language's rules:
     tilecraft/language/math.py): `neg` is `0 - x`, `abs` keeps the dtype, math functions compute
-    in the float dtype of x (ints convert to float32)."""
+    in the float dtype of x (ints convert to float32), `fma` is `fused_fma`."""
     if op in BINARY_OPS:
         return BinOp.create(op, args[0], args[1])
+    if op == "fma":
+        return fused_fma(*args)
     x = args[0]
     if op == "neg":
         return BinOp.create("-", Const.create(0, x.dtype), x)
@@ -43,6 +45,25 @@ def elementwise_expr(op: str, args: tuple[Expr, ...]) -> Expr:
         return Call.create("abs", (x,), x.dtype)
     t = x.dtype if x.dtype.is_float else dt.float32
     return Call.create(op, (cast(t, x),), t)
+
+
+def fused_fma(a: Any, b: Any, c: Any) -> Expr:
+    """`a * b + c` rounded once in the dtype of that expression (`Call("fma")`: CUDA's fma,
+    fmaf, __hfma), for floats; on integers the expression itself (exact, wrapping)."""
+    plain = BinOp.create("+", BinOp.create("*", a, b), c)
+    t = plain.dtype
+    if not t.is_float:
+        return plain
+    return Call.create("fma", tuple(cast(t, as_expr(x, like=t)) for x in (a, b, c)), t)
+
+
+def operands(s: Any) -> tuple:
+    """The operands of an element-wise instruction (BinaryOp, Fma, UnaryOp), in order."""
+    if isinstance(s, BinaryOp):
+        return (s.a, s.b)
+    if isinstance(s, Fma):
+        return (s.a, s.b, s.c)
+    return (s.src,)
 
 
 def result_dtype(op: str, operands: tuple[Operand, ...]) -> dt.DataType:
@@ -90,6 +111,37 @@ class BinaryOp(Instruction):
 
     def exprs(self):
         return tuple(x for x in (self.a, self.b) if isinstance(x, Expr))
+
+
+@dataclass(frozen=True)
+class Fma(Instruction):
+    """`out = fma(a, b, c)` element-wise: a * b + c rounded once (floats; `fused_fma`); a, b, c
+    register tensors or scalar expressions (at least one a tensor), broadcast like BinaryOp's."""
+
+    a: Operand
+    b: Operand
+    c: Operand
+    out: RegisterTensor
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "fma"
+    op: ClassVar[str] = "fma"
+    name: ClassVar[str] = "fma"
+
+    @classmethod
+    def create(cls, a: Any, b: Any, c: Any, out: RegisterTensor,
+               span: Span | None = None) -> Fma:
+        tensors = [x for x in (a, b, c) if isinstance(x, RegisterTensor)]
+        like = tensors[0].dtype if tensors else None  # Python numbers take the tensor's dtype
+        return cls(_operand(a, like), _operand(b, like), _operand(c, like), out, user_span(span))
+
+    def reads(self):
+        return tuple(x for x in (self.a, self.b, self.c) if isinstance(x, RegisterTensor))
+
+    def writes(self):
+        return (self.out,)
+
+    def exprs(self):
+        return tuple(x for x in (self.a, self.b, self.c) if isinstance(x, Expr))
 
 
 @dataclass(frozen=True)

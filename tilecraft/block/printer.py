@@ -20,7 +20,7 @@ from tilecraft.layout import SharedLayout, row_major
 
 from . import instructions as bi
 from . import transfer as tr
-from .compute import BinaryOp, Cast, Dot, Fill, ReduceRegister, UnaryOp, View
+from .compute import BinaryOp, Cast, Dot, Fill, Fma, ReduceRegister, UnaryOp, View
 from .roles import WarpRoles, launch_threads
 from .tensors import BlockTensor, RegisterTensor, SharedTensor
 
@@ -74,6 +74,8 @@ def instruction_str(s: bi.Instruction) -> str:
         return f"copy_async_wait_group({s.n})"
     if isinstance(s, BinaryOp):
         return f"{s.name}({_operand(s.a)}, {_operand(s.b)}, out={s.out.name})"
+    if isinstance(s, Fma):
+        return f"fma({_operand(s.a)}, {_operand(s.b)}, {_operand(s.c)}, out={s.out.name})"
     if isinstance(s, UnaryOp):
         return f"{s.op}({s.src.name}, out={s.out.name})"
     if isinstance(s, (Cast, View)):

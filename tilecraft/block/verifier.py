@@ -16,7 +16,7 @@ from tilecraft.ir import For, If, LetStmt, SeqStmt, Stmt, While
 from tilecraft.ir.visitor import walk
 from tilecraft.layout import Fragment, LayoutError, check_view
 
-from .compute import BinaryOp, Cast, Dot, ReduceRegister, UnaryOp, View, result_dtype
+from .compute import BinaryOp, Cast, Dot, Fma, ReduceRegister, UnaryOp, View, operands, result_dtype
 from .dot_shared import DotShared, check_dot_shared
 from .instructions import AllocateGlobal, AllocateRegister, AllocateShared, Instruction, ViewGlobal
 from .mbarrier import CopyAsyncBulk
@@ -48,7 +48,7 @@ def _check(*classes: type):
 
 
 def _bad(s: Instruction, detail: str) -> TilecraftError:
-    name = s.name if isinstance(s, (BinaryOp, UnaryOp)) else s.NAME  # `add`, `exp`, ...
+    name = s.name if isinstance(s, (BinaryOp, Fma, UnaryOp)) else s.NAME  # `add`, `exp`, ...
     return TilecraftError("TC603", s.span, instr=name, detail=detail)
 
 
@@ -185,18 +185,18 @@ def _broadcast(s, small: RegisterTensor, out: RegisterTensor) -> None:
                    f"{out.layout!r} (reduce with keepdim over the same layout)")
 
 
-@_check(BinaryOp, UnaryOp)
-def _elementwise(s: BinaryOp | UnaryOp) -> None:
-    operands = (s.a, s.b) if isinstance(s, BinaryOp) else (s.src,)
-    tensors = [x for x in operands if isinstance(x, RegisterTensor)]
+@_check(BinaryOp, Fma, UnaryOp)
+def _elementwise(s: BinaryOp | Fma | UnaryOp) -> None:
+    args = operands(s)
+    tensors = [x for x in args if isinstance(x, RegisterTensor)]
     if not tensors:
         raise _bad(s, "needs at least one register tensor operand")
     for t in tensors:
-        if tuple(t.shape) != tuple(s.out.shape) and isinstance(s, BinaryOp):
+        if tuple(t.shape) != tuple(s.out.shape) and isinstance(s, (BinaryOp, Fma)):
             _broadcast(s, t, s.out)
         else:
             _same_layout(s, t, s.out)
-    want = result_dtype(s.op, operands)
+    want = result_dtype(s.op, args)
     if s.out.dtype != want:
         raise _bad(s, f"`{s.name}` of these operands is {want}, but `{s.out.name}` is "
                    f"{s.out.dtype} (convert with a separate cast)")

@@ -21,7 +21,18 @@ from tilecraft.ir import Buffer, Gemm, Reduce, Var
 
 from . import instructions as bi
 from . import transfer as tr
-from .compute import BinaryOp, Cast, Dot, Fill, ReduceRegister, UnaryOp, View, elementwise_expr
+from .compute import (
+    BinaryOp,
+    Cast,
+    Dot,
+    Fill,
+    Fma,
+    ReduceRegister,
+    UnaryOp,
+    View,
+    elementwise_expr,
+    operands,
+)
 from .tensors import RegisterTensor, SharedTensor
 from .vm import BlockVM, ExitBlock, PendingCopy, shared_offsets
 
@@ -241,10 +252,10 @@ def _prepared_expr(vm: BlockVM, s, operands):
 
 
 @rule(BinaryOp)
+@rule(Fma)
 @rule(UnaryOp)
 def _elementwise(vm: BlockVM, s) -> None:
-    operands = (s.a, s.b) if isinstance(s, BinaryOp) else (s.src,)
-    vars_, expr = _prepared_expr(vm, s, operands)
+    vars_, expr = _prepared_expr(vm, s, operands(s))
     for v, t in vars_:  # per-thread storage: equal layouts, or a broadcast (verified)
         regs = vm.register(t)
         if tuple(t.shape) != tuple(s.out.shape):

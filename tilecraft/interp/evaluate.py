@@ -24,6 +24,42 @@ _UNARY = {
 }
 
 
+def fused_multiply_add(a, b, c, dtype: dt.DataType) -> np.ndarray:
+    """a * b + c rounded once to `dtype`, as the GPU's fmaf / fma / __hfma (fp8 and custom
+    floats: fmaf, whose float32 result their store rounds, as their arithmetic does). The
+    product is exact in float64 and the sum is rounded to odd there (TwoSum's error nudges an
+    even result one ulp toward it), then to float32 by round-to-nearest (53 >= 24 + 2 bits:
+    correct), or for f16 and bf16 to odd once more at 24 bits, which their store then rounds
+    correctly (24 >= 11 + 2). float64: exactly, by fractions (the product needs 106 bits)."""
+    from fractions import Fraction
+
+    if dtype.name == "float64":
+        def exact(x, y, z):
+            if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+                return x * y + z
+            return float(Fraction(x) * Fraction(y) + Fraction(z))
+
+        r = np.frompyfunc(exact, 3, 1)(np.float64(a), np.float64(b), np.float64(c))
+        return np.asarray(r, dtype=np.float64)
+    a, b, c = (np.asarray(x, np.float64) for x in (a, b, c))
+    with np.errstate(all="ignore"):
+        p = a * b
+        s = _to_odd(p + c, (p - ((p + c) - ((p + c) - p))) + (c - ((p + c) - p)))
+        r = s.astype(np.float32)
+        if dtype.name in ("float16", "bfloat16"):  # to odd at 24 bits as well
+            r = _to_odd(r, s - r.astype(np.float64))
+    return r
+
+
+def _to_odd(s: np.ndarray, err: np.ndarray) -> np.ndarray:
+    """`s` (a rounding of s + err, |err| below its ulp) rounded to odd instead: an even `s`
+    with err != 0 moves one ulp toward err."""
+    bits = np.int64 if s.dtype == np.float64 else np.int32
+    even = (np.asarray(s).view(bits) & 1) == 0
+    toward = np.where(err > 0, np.inf, -np.inf).astype(s.dtype)
+    return np.where(np.isfinite(s) & (err != 0) & even, np.nextafter(s, toward), s)
+
+
 def compute_type(t: dt.DataType) -> np.dtype:
     """Arithmetic happens in the IR dtype; sub-byte and 8-bit floats compute in float32."""
     if t.is_float and (not t.is_standard or t.bits <= 8):
@@ -117,6 +153,9 @@ class Evaluator:
         if e.op == "abs":  # (a sub-byte int wraps like the GPU's: abs(int4 -8) is -8)
             r = np.abs(args[0])
             return store_cast(e.dtype, r) if e.dtype.is_integer and not e.dtype.is_standard else r
+        if e.op == "fma":
+            r = fused_multiply_add(*args, e.dtype)
+            return np.asarray(store_cast(e.dtype, r)).astype(t)
         ft = np.float64 if e.dtype.name == "float64" else np.float32  # as the GPU computes
         if e.op == "pow":
             with np.errstate(all="ignore"):

@@ -189,4 +189,17 @@ def clamp(x, lo, hi):
 
 
 def fma(a, b, c):
-    return a * b + c
+    """a * b + c rounded once (a fused multiply-add: CUDA's fma / fmaf / __hfma) in the dtype of
+    `a * b + c`; on integers that expression (exact, wrapping); on register tensors one
+    element-wise instruction (Tilus level)."""
+    from tilecraft.block import RegisterTensor
+    from tilecraft.block.compute import fused_fma
+
+    if any(isinstance(x, RegisterTensor) for x in (a, b, c)):
+        from .tilus import fma as register_fma
+
+        return register_fma(a, b, c)
+    a, b, c = _val(a), _val(b), _val(c)
+    if _is_py(a) and _is_py(b) and _is_py(c):
+        return a * b + c
+    return fused_fma(a, b, c)

@@ -301,6 +301,18 @@ def binary(op: str, a: Any, b: Any) -> RegisterTensor:
     return out
 
 
+def fma(a: Any, b: Any, c: Any) -> RegisterTensor:
+    """`a * b + c` rounded once, element-wise (T.fma on register tensors; broadcast as
+    `binary`'s): a new register tensor with the largest operand's layout."""
+    from tilecraft.block import Fma
+
+    regs = [x for x in (a, b, c) if isinstance(x, RegisterTensor)]
+    like = max(regs, key=lambda t: t.layout.size)
+    out = _register(result_dtype("fma", (a, b, c)), like.layout, "fma")
+    in_kernel("T.fma").emit(Fma.create(a, b, c, out, span=current_span()))
+    return out
+
+
 def unary(op: str, x: RegisterTensor) -> RegisterTensor:
     """`op(x)` element-wise (neg, abs, exp, ...): a new register tensor with x's layout."""
     out = _register(result_dtype(op, (x,)), x.layout, op)

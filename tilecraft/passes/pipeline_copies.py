@@ -68,6 +68,7 @@ from tilecraft.block import (
     DotShared,
     DotWaitGroup,
     Fill,
+    Fma,
     LoadShared,
     MbarrierArrive,
     MbarrierExpect,
@@ -94,7 +95,7 @@ from .unroll_pairs import unroll_pairs
 from .warp_specialize import can_split, dequantizing, hoist, specialized, split_mode
 
 #: what the body may do before an in-flight dot besides lets: make register tensors
-_REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, BinaryOp, UnaryOp, Fill)
+_REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, BinaryOp, Fma, UnaryOp, Fill)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,7 +24,7 @@ def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
                acc_scale=False, zero_products=True, unroll=0, tma=True, zero_codes=False,
-               fold_scales=False):
+               fold_scales=False, zero_fma=True):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
@@ -41,7 +41,11 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     float weights without zeros to f16 are cast times 2^-h (h: the biases' difference, 14 for
     float4_e2m1), which costs the fast cast one multiply less, and 2^h joins the scales.
     `fold_scales`: the same without acc_scale (prefill), 2^h joining each group's f16 scale
-    (the caller checked that every scale times 2^h is finite: qmm.fold_scales)."""
+    (the caller checked that every scale times 2^h is finite: qmm.fold_scales).
+    `zero_fma`: f16 zeros (not codes) with the scales on the weights take one fused multiply-add
+    a weight, q s + (-z s), instead of a subtraction and a multiplication: z s is rounded once
+    more (to f16, as AWQ's and Marlin's kernels do; about z 2^-12 of a step), 4-5% faster at
+    M = 4096 (benchmarks/NOTES.md, session 18)."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -68,6 +72,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     fold = float_headroom(resolve(wtype), resolve(xtype)) \
         if (acc_scale or fold_scales) and not has_zeros and zero == 0 else 0
     ztype = "uint8" if zero_codes else xtype
+    # f16 zeros without codes, scales on the weights: one fma a weight pair, q s + (-z s)
+    zero_fma = zero_fma and has_zeros and not zero_codes and not acc_scale \
+        and resolve(xtype).name == "float16"
 
     @T.prim_func
     def qmm(X: T.Tensor((M, K), xtype), Wp: T.Tensor((N // 16, K // 64 * tile_bytes), "uint8"),
@@ -129,7 +136,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                             zc = T.load_shared(Z_s, layout=s_layout, offset=[0, g])
                             zf = T.cast(zc & ((1 << bits) - 1), xtype)
                         w = w - zf
-                    elif has_zeros:
+                    elif has_zeros and not zero_fma:
                         w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
                     elif zero != 0 and not planes:
                         w = w - zero
@@ -138,7 +145,11 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                                policy=T.GemmWarpPolicy.FullRow)
                     else:
                         sg = T.load_shared(S_s, layout=s_layout, offset=[0, g])
-                        w = w * (sg * (2.0 ** fold) if fold else sg)
+                        if zero_fma:  # q s - z s, one rounding (z s rounded once more)
+                            zg = T.load_shared(Z_s, layout=s_layout, offset=[0, g])
+                            w = T.fma(w, sg, zg * -sg)
+                        else:
+                            w = w * (sg * (2.0 ** fold) if fold else sg)
                         T.gemm(w, X_s[:, j * 64:(j + 1) * 64], acc, transpose_B=True,
                                policy=T.GemmWarpPolicy.FullRow)
                 if acc_scale:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from tilecraft.block import BinaryOp, Cast, Dot, Fill, ReduceRegister, RegisterTensor, UnaryOp
+from tilecraft.block import BinaryOp, Cast, Dot, Fill, Fma, ReduceRegister, RegisterTensor, UnaryOp
 from tilecraft.block.compute import elementwise_expr
 from tilecraft.interp.ops.reduce import accumulator_dtype
 from tilecraft.ir import Var
@@ -58,6 +58,9 @@ class ComputePrinter(MmaPrinter):
         if self.fused_cast(s):
             return
         self.elementwise(s.op, (s.a, s.b), s.out, s)
+
+    def _Fma(self, s: Fma) -> None:
+        self.elementwise("fma", (s.a, s.b, s.c), s.out, s)
 
     def _UnaryOp(self, s: UnaryOp) -> None:
         self.elementwise(s.op, (s.src,), s.out)

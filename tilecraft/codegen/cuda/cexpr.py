@@ -324,8 +324,14 @@ class ExprPrinter:
             if e.dtype.is_float:
                 fargs = ", ".join(f"tc::cast<float>({a})" for a in args)
                 return f"tc::cast<{ctype(e.dtype)}>({fn}({fargs}))"
-        if e.op == "fma":
-            return f"fmaf({', '.join(args)})"
+        if e.op == "fma":  # rounded once (interp/evaluate.py fused_multiply_add)
+            t = e.dtype
+            if t.name in ("float32", "float64"):
+                return f"{'fmaf' if t.name == 'float32' else 'fma'}({', '.join(args)})"
+            if is_half(t):
+                return f"__hfma({', '.join(args)})"
+            fargs = ", ".join(f"tc::cast<float>({a})" for a in args)
+            return f"tc::cast<{ctype(t)}>(fmaf({fargs}))"
         if e.op == "infinity":
             return f"tc::infinity<{ctype(e.dtype)}>()"
         if e.op.startswith("extern:"):  # T.call_extern: the name was checked by the language
