@@ -65,6 +65,16 @@ class Bin(Node):
 
 
 @dataclass
+class Fma(Node):
+    a: Node = None
+    b: Node = None
+    c: Node = None
+
+    def render(self) -> str:
+        return f"T.fma({self.a.render()}, {self.b.render()}, {self.c.render()})"
+
+
+@dataclass
 class Cmp(Node):
     op: str = "<"
     a: Node = None
@@ -127,6 +137,8 @@ def evaluate(n: Node, env: dict[str, V]) -> V:
         return M.unary(n.op, evaluate(n.x, env))
     if isinstance(n, Bin):
         return M.binop(n.op, evaluate(n.a, env), evaluate(n.b, env))
+    if isinstance(n, Fma):
+        return M.fma(evaluate(n.a, env), evaluate(n.b, env), evaluate(n.c, env))
     if isinstance(n, Cmp):
         return M.compare(n.op, evaluate(n.a, env), evaluate(n.b, env))
     if isinstance(n, Logic):
@@ -200,6 +212,8 @@ class ExprGen:
             ops += ["min", "max"]
         if f.select:
             ops += ["sel"]
+        if f.fma:
+            ops += ["fma"]
         if f.bitwise and not t.is_float:
             ops += ["&", "|", "^"]
         if f.shifts and not t.is_float:
@@ -214,6 +228,9 @@ class ExprGen:
             src = self.rng.choice(f.dtypes)
             return Cast(t, self.expr(D.get(src), depth - 1)) if D.get(src) is not t else \
                 self.expr(t, depth - 1)
+        if op == "fma":  # (the first factor an expression: no constant meets a constant)
+            return Fma(t, self.expr(t, depth - 1), self.operand(t, depth - 1),
+                       self.operand(t, depth - 1))
         if op == "sel":
             a, b = self.operand(t, depth - 1), self.operand(t, depth - 1)
             if isinstance(a, Const) and isinstance(b, Const):

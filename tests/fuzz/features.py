@@ -23,6 +23,7 @@ HELP = {
     "truncdiv": "/ on integers (truncating)",
     "minmax": "T.min / T.max / min / max",
     "select": "T.if_then_else and `a if c else b`",
+    "fma": "T.fma (fused: one rounding)",
     "bitwise": "& | ^ on integers",
     "shifts": "<< and >> on integers (counts in and outside [0, bits))",
     "mixed": "operations on two types (implicit conversion to the wider / the float type)",
@@ -59,6 +60,7 @@ class Features:
     truncdiv: bool = True
     minmax: bool = True
     select: bool = True
+    fma: bool = True
     bitwise: bool = True
     shifts: bool = True
     mixed: bool = True

@@ -118,6 +118,18 @@ def binop(op: str, a: V, b: V) -> V:
     return _float_result(t, r, e, dc)
 
 
+def fma(a: V, b: V, c: V) -> V:
+    """T.fma: a * b + c rounded once (floats); on integers the wrapped a * b + c."""
+    if not a.t.is_float:
+        return binop("+", binop("*", a, b), c)
+    assert a.t == b.t == c.t
+    t, x, y, z = a.t, a.v, b.v, c.v
+    with np.errstate(all="ignore"):
+        r = x * y + z
+        e = np.abs(x) * b.e + np.abs(y) * a.e + a.e * b.e + c.e + t.u * np.abs(r) + t.tiny
+    return _float_result(t, r, e, a.dc | b.dc | c.dc)
+
+
 def unary(op: str, a: V) -> V:
     if a.t.is_float:
         r = -a.v if op == "neg" else np.abs(a.v)
