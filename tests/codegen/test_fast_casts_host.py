@@ -288,7 +288,8 @@ def test_a_sum_of_bit_planes_is_one_fast_cast_exactly(tmp_path):
     if cxx is None:
         pytest.skip("no host C++ compiler")
     cases = [(bits, n, dst, t) for bits in PLANES for n in (32, 64)
-             for dst in ("float16", "bfloat16") for t in (0, 5, 127 if dst == "bfloat16" else 1000)
+             for dst in ("float16", "bfloat16")
+             for t in (0, 5, 64, 127 if dst == "bfloat16" else 1000)
              if sum(bits) <= 7]
     calls = []
     for k, (bits, n, dst, t) in enumerate(cases):

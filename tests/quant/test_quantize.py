@@ -40,10 +40,10 @@ def _zeros(qw) -> np.ndarray:
 
 
 def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
-    """The packed format by the numpy reference: the codes in pack_layout(dtype), or for 3-, 5-
-    and 6-bit integers the bit planes of the offset-binary code, side by side in each tile."""
+    """The packed format by the numpy reference: the codes in pack_layout(dtype), or for 3-, 5-,
+    6- and 7-bit integers the bit planes of the offset-binary code, side by side in each tile."""
     t = dtypes.resolve(dtype)
-    planes = {3: (2, 1), 5: (4, 1), 6: (4, 2)}.get(t.bits) if t.is_integer else None
+    planes = {3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (4, 2, 1)}.get(t.bits) if t.is_integer else None
     if planes is None:
         return pack_weight_tiles(codes, t.bits, pack_layout(dtype))
     u = codes.astype(np.int64) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)

@@ -13,9 +13,9 @@ in the order of `pack_layout(dtype)` over one warp (4 * bits bytes per thread): 
 `local(1, 4) * (mma A atom)`, for 1-, 2- and 4-bit integers and float4_e2m1 with each 32-bit word
 interleaved
 (tilecraft.layout.interleave_words: element j at code position (j % 2) * 16/b + j // 2), which
-the kernel's cast turns into the mma's order with no byte permutes. 3-, 5- and 6-bit integers
-are stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, uint4 + uint2, each
-tile's planes side by side (128 * bits bytes in all).
+the kernel's cast turns into the mma's order with no byte permutes. 3-, 5-, 6- and 7-bit
+integers are stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, uint4 + uint2,
+uint4 + uint2 + uint1, each tile's planes side by side (128 * bits bytes in all).
 
 `quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
 arguments first): it picks tile sizes (`choose_config`), builds the kernels once per shape and
@@ -53,17 +53,18 @@ def pack_layout(dtype: Any) -> Fragment:
 
 
 def plane_bits(dtype: Any) -> tuple[int, ...] | None:
-    """The bit planes a 3-, 5- or 6-bit integer type is stored in (most significant first),
-    or None (one plane: the type's own codes)."""
+    """The bit planes a 3-, 5-, 6- or 7-bit integer type is stored in (most significant first),
+    or None (one plane: the type's own codes). (7 bits as planes: session 18, once the three
+    planes cast in place, benchmarks/NOTES.md; before that the dense 7-bit field was faster.)"""
     t = resolve(dtype)
     if not t.is_integer:
         return None
-    return {3: (2, 1), 5: (4, 1), 6: (4, 2)}.get(t.bits)  # (7 = 4 + 2 + 1 measured slower)
+    return {3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (4, 2, 1)}.get(t.bits)
 
 
 def pack_codes(codes: Any, dtype: Any) -> Any:
     """The packed format of the (N, K) codes of `dtype` (uint8 [N/16, K/64, 128 * bits], module
-    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3-, 5- or 6-bit integer its
+    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3-, 5-, 6- or 7-bit integer its
     bit planes (`plane_bits`) of the offset-binary code (code ^ 2^(bits-1) for signed types),
     each packed as uint2 / uint1 / uint4, side by side in every tile: the kernel casts each
     plane with the fast tricks and adds them (times their weights 2^shift)."""

@@ -392,11 +392,13 @@ TC_DEVICE u32 pair_at(const void* src, int k) {
   return d >= 0 ? w << d : w >> -d;
 }
 
-// f16 bits of the whole number n, 0 <= n < 2048 (exact; constant-folded where n is constant)
+// f16 bits of the whole number n, 0 <= n < 2048, or an even one below 4096 (exact;
+// constant-folded where n is constant)
 TC_HOST_DEVICE constexpr u32 f16_whole(int n) {
   int e = 0;
   while ((n >> e) > 1) ++e;
-  return n == 0 ? 0u : (u32(e + 15) << 10) | ((u32(n) << (10 - e)) & 0x3FFu);
+  const u32 m = e <= 10 ? u32(n) << (10 - e) : u32(n) >> (e - 10);
+  return n == 0 ? 0u : (u32(e + 15) << 10) | (m & 0x3FFu);
 }
 
 // sum of the planes a * 2^(BB + BC) + b * 2^BC + c, minus T, in N results from each plane's
@@ -432,6 +434,33 @@ TC_DEVICE void fast_cast_planes(const void* a, const void* b, const void* c, voi
       const u32 kk = 0x8000u | f16_whole((1024 >> (p - BB)) + (1024 >> q) + T);  // -K
       const u32 mid = fma_f16x2(hi, up * 0x10001u, kk * 0x10001u);
       put2<N>(dst, k, fma_f16x2(lo, (u32(15 - q) << 10) * 0x10001u, mid));
+    }
+    return;
+  }
+  if (!BF16 && BC == 1 && BA <= 4 && BB <= 2 && T % 2 == 0 && T < 384) {  // 3 planes in place
+    constexpr int la = 2, lb = 1, lc = 1;  // (a 4-bit field at 2 or 6, 2-bit 1..7, 1-bit 1..8)
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) {
+      const int ja = k % (16 / BA), jb = k % (16 / BB), jc = k % 16;
+      const u32 wa = word<BA, N>(a, k / (16 / BA)), wb = word<BB, N>(b, k / (16 / BB));
+      const u32 wc = word<1, N>(c, k / 16);
+      const bool fa = ja < 8 / BA, fb = jb < 8 / BB, fc = jc < 8;
+      const int p = fa ? BA * ja + la : BA * ja - 8 + la;
+      const int q = fb ? BB * jb + lb : BB * jb - 8 + lb, r = fc ? jc + lc : jc - 8 + lc;
+      const u32 va = and_or(fa ? wa << la : wa >> (8 - la), (((1u << BA) - 1u) << p) * 0x10001u,
+                            magic);
+      const u32 vb = and_or(fb ? wb << lb : wb >> (8 - lb), (((1u << BB) - 1u) << q) * 0x10001u,
+                            magic);
+      const u32 vc = and_or(fc ? wc << lc : wc >> (8 - lc), (1u << r) * 0x10001u, magic);
+      // a 2^(BB + 1 - p) - K1, + b 2^(1 - q), + c 2^-r: whole numbers below 2048 in magnitude
+      // after each HFMA2, so exact (K1 = 1024 (2^(BB + 1 - p) + 2^(1 - q) + 2^-r) + T: below
+      // 4096 and even, so exact too)
+      const int ua = BB + 1 - p;
+      const u32 k1 = 0x8000u | f16_whole((ua >= 0 ? 1024 << ua : 1024 >> -ua) + (2048 >> q) +
+                                         (1024 >> r) + T);
+      const u32 m1 = fma_f16x2(va, (u32(ua + 15) << 10) * 0x10001u, k1 * 0x10001u);
+      const u32 m2 = fma_f16x2(vb, (u32(16 - q) << 10) * 0x10001u, m1);
+      put2<N>(dst, k, fma_f16x2(vc, (u32(15 - r) << 10) * 0x10001u, m2));
     }
     return;
   }
