@@ -120,15 +120,16 @@ def _decode_traits(bits: int, wtype: Any, N: int) -> tuple[int, int, bool, bool]
     the blocks (more warps hide the cast's latency; the factor splits K in at most 8
     slices); 7-bit takes two stages. float8 takes one tile a warp and three stages, unrolled,
     unless two tiles still make two blocks per SM (57344 x 8192: 3 stages there were 22%
-    slower)."""
+    slower); so do 8-bit integers where two tiles make one to two blocks per SM (28672 x 8192,
+    M = 1: 4.5-5% faster, session 18; other N unmeasured)."""
     t = resolve(wtype) if wtype is not None else None
     integer = t is None or t.is_integer
+    wide = N // 128 >= 2 * SMS
+    if bits == 8 and (not integer or SMS <= N // 128 < 2 * SMS):  # (float8; uint8/int8)
+        return 1, 4 if wide else 3, wide, not wide
     if integer:
         factor = {3: 8, 5: 4, 7: 8}.get(bits, 1)
         return factor, 2 if bits == 7 else 4, True, True
-    if bits == 8:  # float8
-        wide = N // 128 >= 2 * SMS
-        return 1, 4 if wide else 3, wide, not wide
     if bits == 4:  # float4 (a short cast: interleaved words, the scale folded in)
         return 1, 4, True, True
     return 4, 4, True, False  # float6 and the other floats (long: unrolled by two)
