@@ -138,12 +138,9 @@ def plan_for(src: dt.DataType, out: dt.DataType, count: int, target=None,
 
 def float_headroom(src: dt.DataType, out: dt.DataType) -> int:
     """s such that the float trick's casts of `src` to f16 times 2^-s cost one multiply less
-    (its codes placed in an f16 are the values times 2^-s: the biases' difference), for
+    (`DataType.f16_headroom`: its codes placed in an f16 are the values times 2^-s), for
     floats without special codes; 0 for the rest (bf16: the values would be subnormal)."""
-    if out.name != "float16" or not src.is_float or src.name in _SPECIAL or src.bits > 8 \
-            or src.exponent_bits > 4:
-        return 0
-    return 15 - ((1 << (src.exponent_bits - 1)) - 1)
+    return src.f16_headroom if out.name == "float16" else 0
 
 
 @dataclass(frozen=True)

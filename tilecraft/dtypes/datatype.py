@@ -203,6 +203,16 @@ class DataType:
         return (1 << (self.exponent_bits - 1)) - 1
 
     @property
+    def f16_headroom(self) -> int:
+        """h such that a code of this float type placed in an f16's fields (its exponent and
+        mantissa at the top of the f16's, the sign on top) reads as the value times 2^-h (the
+        biases' difference, 15 - bias): for floats of at most 8 bits with every code finite
+        and at most 4 exponent bits; 0 for the rest (the fast casts multiply them instead)."""
+        if not self.is_float or self.bits > 8 or self.has_nan or self.exponent_bits > 4:
+            return 0
+        return 15 - self.bias
+
+    @property
     def has_inf(self) -> bool:
         """True for float types with an infinity encoding (IEEE-like: float16/32/64, bf16, e5m2)."""
         return self.is_float and floatcodec.float_format(*self._em).special == "ieee"

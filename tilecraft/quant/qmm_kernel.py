@@ -6,7 +6,6 @@ the enclosing factory, which must stay real closure variables.)
 
 import tilecraft
 import tilecraft.language as T
-from tilecraft.block.select_cast import float_headroom
 from tilecraft.dtypes import resolve
 from tilecraft.layout import Fragment, local, spatial
 from tilecraft.quant.qmm import mma_layout, pack_layout, plane_bits
@@ -67,9 +66,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     assert not acc_scale or (group % BK == 0 and (KS % group == 0 or G == 1)), \
         "acc_scale needs whole groups of whole k steps in every K slice"
     assert not zero_codes or (has_zeros and not planes), "zero codes: the zeros of one plane"
-    # float codes times 2^-fold: the fast cast's own multiply gone (select_cast.float_headroom),
-    # 2^fold joins the group's scale in f32 (exact both ways)
-    fold = float_headroom(resolve(wtype), resolve(xtype)) \
+    # float codes times 2^-fold: the fast cast's own multiply gone (DataType.f16_headroom: the
+    # fast cast's fusion rule, select_cast.float_headroom), 2^fold joins the scales (exact)
+    fold = (resolve(wtype).f16_headroom if resolve(xtype).name == "float16" else 0) \
         if (acc_scale or fold_scales) and not has_zeros and zero == 0 else 0
     ztype = "uint8" if zero_codes else xtype
     # f16 zeros without codes, scales on the weights: one fma a weight pair, q s + (-z s)
