@@ -78,10 +78,19 @@ def test_the_interpreter_rounds_once_exactly(dtype):
     assert (twice.astype(NP[dtype]).astype(np.float64) != want).any()  # (the cases matter)
 
 
-def test_float64_fma_is_exact():
-    a, b, c = np.float64(1 + 2.0 ** -30), np.float64(1 - 2.0 ** -30), np.float64(-1.0)
-    assert fused_multiply_add(a, b, c, dt.resolve("float64")) == -(2.0 ** -60)
-    assert a * b + c == 0.0  # (two roundings lose it)
+def test_float64_fma_is_exact_with_ieee_overflow_and_signed_zeros():
+    f64 = dt.resolve("float64")
+
+    def fma(a, b, c):
+        return float(fused_multiply_add(np.float64(a), np.float64(b), np.float64(c), f64))
+
+    a, b = 1 + 2.0 ** -30, 1 - 2.0 ** -30
+    assert fma(a, b, -1.0) == -(2.0 ** -60) and a * b - 1.0 == 0.0  # (two roundings lose it)
+    exact = Fraction(2e154) * Fraction(1e154) - Fraction(1e308)
+    assert fma(2e154, 1e154, -1e308) == float(exact)  # (the product alone overflows)
+    assert fma(1e200, 1e200, 0.0) == np.inf and fma(-1e200, 1e200, 0.0) == -np.inf
+    assert np.signbit(fma(-0.0, 1.0, -0.0)) and np.signbit(fma(-1.0, 0.0, -0.0))
+    assert not np.signbit(fma(1.0, 1.0, -1.0)) and not np.signbit(fma(-0.0, 1.0, 0.0))
 
 
 def scalar_fma(dtype: str):
@@ -136,6 +145,7 @@ def test_integer_fma_is_the_plain_expression():
     x = Var.create("x", "float16")
     f = T.fma(x, 2.0, 1.0)
     assert isinstance(f, Call) and f.op == "fma" and f.dtype.name == "float16"
+    assert T.fma(2.0, 3.0, x).dtype.name == "float16"  # (as 2.0 * 3.0 + x: folded first)
 
 
 @pytest.mark.parametrize("make", [scalar_fma, register_fma], ids=["parallel", "register"])

@@ -340,3 +340,18 @@ def test_a_dot_on_registers_made_before_the_loop_is_not_left_in_flight():
     assert not dot.asynchronous
     assert any(isinstance(s, SharedSlice) for s in walk(program.body))  # still pipelined
     _same_as_interpreter(in_place, program)
+
+
+@pytest.mark.parametrize("ws", [False, True], ids=["plain", "warp_specialized"])
+def test_stage_indices_and_phases_print_as_plain_c_division(ws):
+    """The pipelines write stage k - 1 as (k + S - 1) % S and the phase of (k - 2) // S as
+    (k + 2S - 2) // S % 2 (the same values): numerators the printer proves non-negative print
+    as C `/` and `%`, not tc::floordiv / tc::floormod (signed-division sequences in the loop
+    of every TMA mainloop)."""
+    from tilecraft.codegen.cuda.build import generate_cuda
+    from tilecraft.options import CompileOptions
+
+    opts = CompileOptions.for_arch("sm_90a", warp_specialize="always" if ws else False)
+    src = generate_cuda(_gemm(128, 128, 512, bk=64, stages=4), options=opts).source
+    assert "mbarrier_wait" in src and ("warp_roles" in src or "setmaxnreg" in src) == ws
+    assert "tc::floormod" not in src and "tc::floordiv" not in src

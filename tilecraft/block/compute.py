@@ -50,6 +50,8 @@ def elementwise_expr(op: str, args: tuple[Expr, ...]) -> Expr:
 def fused_fma(a: Any, b: Any, c: Any) -> Expr:
     """`a * b + c` rounded once in the dtype of that expression (`Call("fma")`: CUDA's fma,
     fmaf, __hfma), for floats; on integers the expression itself (exact, wrapping)."""
+    if not isinstance(a, Expr) and not isinstance(b, Expr):  # two Python numbers: folded
+        return BinOp.create("+", a * b, c)  # (as `a * b + c` is: c's dtype)
     plain = BinOp.create("+", BinOp.create("*", a, b), c)
     t = plain.dtype
     if not t.is_float:
@@ -130,8 +132,12 @@ class Fma(Instruction):
     @classmethod
     def create(cls, a: Any, b: Any, c: Any, out: RegisterTensor,
                span: Span | None = None) -> Fma:
-        tensors = [x for x in (a, b, c) if isinstance(x, RegisterTensor)]
-        like = tensors[0].dtype if tensors else None  # Python numbers take the tensor's dtype
+        from functools import reduce
+
+        from tilecraft.ir.expr import promote
+
+        tensors = [x.dtype for x in (a, b, c) if isinstance(x, RegisterTensor)]
+        like = reduce(promote, tensors) if tensors else None  # (Python numbers: the tensors')
         return cls(_operand(a, like), _operand(b, like), _operand(c, like), out, user_span(span))
 
     def reads(self):

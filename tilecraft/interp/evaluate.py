@@ -37,7 +37,14 @@ def fused_multiply_add(a, b, c, dtype: dt.DataType) -> np.ndarray:
         def exact(x, y, z):
             if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
                 return x * y + z
-            return float(Fraction(x) * Fraction(y) + Fraction(z))
+            v = Fraction(x) * Fraction(y) + Fraction(z)
+            if v == 0:  # IEEE's sign: negative only for a negative zero product plus -0
+                return -0.0 if math.copysign(1, x * y) < 0 and math.copysign(1, z) < 0 \
+                    and x * y == 0 else 0.0
+            try:
+                return float(v)  # (rounded to nearest even)
+            except OverflowError:
+                return math.inf if v > 0 else -math.inf
 
         r = np.frompyfunc(exact, 3, 1)(np.float64(a), np.float64(b), np.float64(c))
         return np.asarray(r, dtype=np.float64)

@@ -6,14 +6,6 @@ non-linear atoms to integer coefficients plus a constant; `simplify` rebuilds a 
 expression from it, so slice extents and bounds checks fold to constants.
 
     simplify((bx + 1) * 128 - bx * 128)  ->  Const(128)
-
-A floor modulo by a positive constant n keeps its dividend's terms and constant modulo n, and a
-floor division inside it (x // m) its numerator's constant modulo m * n (the quotient moves by a
-multiple of n), so pipeline indices come out non-negative wherever the loop variables are, and
-print as plain C `/` and `%`:
-
-    simplify((k - 1) % 4)         ->  (k + 3) % 4
-    simplify((k - 2) // 4 % 2)    ->  (k + 6) // 4 % 2
 """
 
 from __future__ import annotations
@@ -64,46 +56,12 @@ def from_linear(form: LinearForm, dtype=None) -> Expr:
 
 
 def simplify(e) -> Expr:
-    """Canonicalize an integer affine expression (and its floor modulos by constants: module
-    docstring); other expressions come back unchanged."""
+    """Canonicalize an integer affine expression; other expressions come back unchanged."""
     e = as_expr(e)
     form = linear_form(e)
     if form is None:
         return e
-    terms, c = form
-    if any(_is_mod(a) for a in terms):
-        terms = {}
-        for a, v in form[0].items():
-            a = _modulo(a) if _is_mod(a) else a
-            terms[a] = terms.get(a, 0) + v
-        terms = {a: v for a, v in terms.items() if v}
-    return from_linear((terms, c), e.dtype)
-
-
-def _is_mod(e: Expr) -> bool:
-    return isinstance(e, BinOp) and e.op == "%" and e.dtype.kind == "int" \
-        and (const_int(e.b) or 0) > 0  # (signed: unsigned operands wrap modulo 2^bits)
-
-
-def _modulo(e: BinOp) -> Expr:
-    """`e` = x % n with the terms and constant of x reduced modulo n (floor semantics: exact for
-    every integer x), and a term (y // m) of x with y's constant reduced modulo m * n."""
-    n = const_int(e.b)
-    form = linear_form(simplify(e.a))
-    if form is None:
-        return e
-    terms: dict[Expr, int] = {}
-    for a, v in form[0].items():
-        m = const_int(a.b) if isinstance(a, BinOp) and a.op == "//" else None
-        inner = linear_form(a.a) if m is not None and m > 0 and a.dtype.kind == "int" else None
-        if inner is not None and not 0 <= inner[1] < m * n:  # + t m n: the quotient + t n
-            a = BinOp.create("//", from_linear((inner[0], inner[1] % (m * n)), a.a.dtype), a.b)
-        if v % n:
-            terms[a] = terms.get(a, 0) + v % n
-    terms = {a: v for a, v in terms.items() if v}
-    if not terms:
-        return Const.create(form[1] % n, e.dtype)
-    return BinOp.create("%", from_linear((terms, form[1] % n), e.a.dtype), e.b)
+    return from_linear(form, e.dtype)
 
 
 def const_difference(a, b) -> int | None:

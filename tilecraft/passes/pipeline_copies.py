@@ -320,8 +320,10 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
     if empty is None:
         body.append(Synchronize.create(span=span))  # every thread is done with the stage refilled
     elif not roles:  # the stage refilled was read at k - 2; its readers arrived at k - 1
-        released = MbarrierWait.create(empty, pre % S, _simple(((k - 2) // S) % 2), issuer=True,
-                                       span=span)
+        # (the phase of (k - 2) // S written (k + 2S - 2) // S: the same parity, and a
+        # numerator the printer proves non-negative, so plain C division, not tc::floordiv)
+        released = MbarrierWait.create(empty, pre % S, _simple(((k + 2 * S - 2) // S) % 2),
+                                       issuer=True, span=span)
         refill = guarded(_simple(k >= 2), [released]) + refill
     if not roles:
         body += [If(_lt(pre, n), SeqStmt.create(refill), None, span)] + commit
@@ -337,8 +339,8 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         body += rest[:-1] + [dataclasses.replace(dot, asynchronous=True),
                              DotWaitGroup.create(1, span=span)]
         if empty is not None:  # the dot of k - 1 is done: its stage is free
-            body += guarded(_simple(k >= 1), [MbarrierArrive.create(empty, _simple((k - 1) % S),
-                                                                     span=span)])
+            body += guarded(_simple(k >= 1), [MbarrierArrive.create(
+                empty, _simple((k + S - 1) % S), span=span)])  # (stage k - 1, non-negative)
         after.insert(0, DotWaitGroup.create(0, span=span))
     if roles:  # the consumer's loop waits on full first (warp_specialize.py)
         body.insert(0, MbarrierWait.create(bars, _simple(k % S), _simple((k // S) % 2),

@@ -103,7 +103,7 @@ def specialized(loop: For, S: int, empty, issue: Callable, guarded: Callable,
     (full wait, body, dot, release), `after`: the statements that end it."""
     v, start, n, span = loop.var, loop.start, loop.extent, loop.span
     k = simplify(v - start)
-    released = MbarrierWait.create(empty, simplify(k % S), simplify((k // S - 1) % 2),
+    released = MbarrierWait.create(empty, simplify(k % S), simplify((k // S + 1) % 2),
                                    issuer=True, span=span)
     producer = For(v, start, n, "serial", SeqStmt.create(
         guarded(simplify(k >= S), [released]) + issue(k, simplify(k % S), "w")), None, span)
@@ -172,13 +172,13 @@ def dequantizing(loop: For, S: int, D: int, bars, empty, issue: Callable, guarde
                                                                Const.create(it), f"p{it}"))
     ahead = simplify(k + D)
     refill = guarded(simplify(ahead >= S), [MbarrierWait.create(
-        empty, simplify(ahead % S), simplify(((ahead - S) // S) % 2), issuer=True, span=span)])
+        empty, simplify(ahead % S), simplify(((ahead + S) // S) % 2), issuer=True, span=span)])
     refill += issue(ahead, simplify(ahead % S), "w")
     mine = SharedSlice.create(ring, [simplify(k % R)], f"{a.name}_w", span=span)
     body = [If(simplify(ahead < n), SeqStmt.create(refill), None, span),
             MbarrierWait.create(bars, simplify(k % S), simplify((k // S) % 2), span=span)]
     body += guarded(simplify(k >= R), [MbarrierWait.create(
-        free, simplify(k % R), simplify(((k - R) // R) % 2), span=span)])
+        free, simplify(k % R), simplify(((k + R) // R) % 2), span=span)])
     body += slices(read) + list(work) + [
         mine, StoreShared.create(a, mine.out, [0] * a.ndim, span=span),
         MbarrierArrive.create(ready, simplify(k % R), span=span)]
@@ -190,8 +190,8 @@ def dequantizing(loop: For, S: int, D: int, bars, empty, issue: Callable, guarde
         theirs, dataclasses.replace(dot, a=theirs.out, asynchronous=True),
         DotWaitGroup.create(1, span=span)]
     cbody += guarded(simplify(k >= 1), [
-        MbarrierArrive.create(empty, simplify((k - 1) % S), span=span),
-        MbarrierArrive.create(free, simplify((k - 1) % R), span=span)])
+        MbarrierArrive.create(empty, simplify((k + S - 1) % S), span=span),
+        MbarrierArrive.create(free, simplify((k + R - 1) % R), span=span)])
     consumer = For(v, start, n, "serial", SeqStmt.create(cbody), None, span)
     roles = WarpRoles.create(producer, [consumer] + after, num_threads, num_threads,
                              producer_regs=DEQUANT_REGS, span=span)
