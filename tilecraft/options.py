@@ -28,9 +28,18 @@ _SWITCHES = {"wgmma": "TILECRAFT_WGMMA", "wgmma_pipeline": "TILECRAFT_WGMMA_PIPE
              "tma": "TILECRAFT_TMA", "warp_specialize": "TILECRAFT_WS"}
 
 
+# os.environ's own bytes-keyed dict, read without Mapping.get's KeyError for unset variables
+# (the quantized matmul reads the switches on every call; CPython's os._Environ keeps it)
+_ENV = getattr(os.environ, "_data", None)
+_ENV_KEYS = tuple(os.environ.encodekey(v) for v in _SWITCHES.values()) \
+    if _ENV is not None and hasattr(os.environ, "encodekey") else None
+
+
 def switches_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The environment's code-generation switches as they stand (a cheap part of in-memory keys:
     a kernel built before `TILECRAFT_TMA=0` was set is not reused after)."""
+    if environ is None and _ENV_KEYS is not None and os.environ._data is _ENV:
+        return tuple(os.environ.decodevalue(_ENV[k]) if k in _ENV else "1" for k in _ENV_KEYS)
     env = os.environ if environ is None else environ
     return tuple(env.get(var, "1") for var in _SWITCHES.values())
 

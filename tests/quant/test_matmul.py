@@ -207,3 +207,22 @@ def test_prefill_folds_the_float_casts_power_of_two_into_scales_that_stay_finite
     qw.scales.mul_(200)  # changed in place: checked again
     assert not qmm.fold_scales(qw, "float16")
     assert y is not None
+
+
+def test_a_repeated_call_reuses_its_prepared_arguments_until_the_weight_changes():
+    """The host path keeps each call's plan and converted arguments per weight (M, x's dtype,
+    bias or not, switches): the same call again takes them, and a scale or zero changed in
+    place (torch's version counter) makes it prepare again, with the new values."""
+    qw = quant.quantize(weight(64, 128, seed=7), "uint4", group_size=64)
+    x = torch.randn(2, 128, dtype=torch.float16)
+    y1 = _check(x, qw)
+    entry = qmm._CALLS[qw]
+    (how, first), = entry.items()
+    assert torch.equal(_check(x, qw), y1) and entry[how] is first  # (reused, not rebuilt)
+    qw.scales.mul_(2)  # in place: the stamp changes, the call prepares again
+    y2 = _check(x, qw)
+    assert entry[how] is not first and torch.allclose(y2.float(), 2 * y1.float(), rtol=1e-2)
+    qw.zeros.add_(1)
+    _check(x, qw)
+    _check(torch.randn(2, 128, dtype=torch.bfloat16), qw)  # (another dtype: its own entry)
+    assert len(entry) == 2

@@ -107,8 +107,10 @@ _FLOAT_NAME = re.compile(r"f(?:loat)?(\d+)_?e(\d+)m(\d+)")  # float6_e3m2, Tilus
 _INT_NAME = re.compile(r"(u|i|uint|int)(\d+)")  # int4, uint1, i8, u4
 
 
+@functools.lru_cache(maxsize=1024)
 def _from_name(name: str) -> DataType | None:
-    """The type a name or alias denotes, or None."""
+    """The type a name or alias denotes, or None (cached: types are immutable values, and the
+    quantized matmul's host path resolves a few names a call)."""
     key = name.strip().lower()
     if key in _ALIASES:
         return _ALIASES[key]

@@ -34,5 +34,7 @@ def __getattr__(name: str) -> Any:
     if name in _HOME:
         import importlib
 
-        return getattr(importlib.import_module(f"tilecraft.quant.{_HOME[name]}"), name)
+        value = getattr(importlib.import_module(f"tilecraft.quant.{_HOME[name]}"), name)
+        globals()[name] = value  # (later lookups skip this hook: the matmul's host path)
+        return value
     raise AttributeError(f"module 'tilecraft.quant' has no attribute {name!r}")

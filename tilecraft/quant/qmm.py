@@ -186,6 +186,7 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
 
 _PLANS: dict = {}  # (shapes, types, options, switches) -> (kernel, reducer or None, split)
 _CHECKS: Any = None  # QuantizedWeight -> {check: (stamp, result)} (`_checked`)
+_CALLS: Any = None  # QuantizedWeight -> {(M, x dtype, bias?, switches): `_Call`} (`quant_matmul`)
 
 
 def _checked(qweight: Any, what: str, tensor: Any, check) -> Any:
@@ -252,17 +253,64 @@ def _plan(key: tuple, config: dict | None) -> tuple:
     return plan
 
 
+def _stamp(qweight: Any) -> tuple:
+    """What a call's prepared arguments depend on: the weight's tensors as they stand."""
+    z = qweight.zeros
+    return (qweight.packed.data_ptr(), qweight.scales._version, qweight.scales.data_ptr(),
+            None if z is None else (z._version, z.data_ptr()))
+
+
 def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = None) -> Any:
     """x (M, K) @ dequant(qweight).T (+ bias) -> (M, N) in x's dtype, by the template
     (qmm_kernel.py): `x` contiguous f16/bf16, `qweight` a QuantizedWeight, `bias` (N,) or
-    None (checked by the caller, tilecraft.quant.matmul). `config` overrides tile sizes."""
+    None (checked by the caller, tilecraft.quant.matmul). `config` overrides tile sizes.
+    A call like an earlier one on the same weight (M, x's dtype, a bias or not, the switches)
+    reuses its plan and converted arguments while the weight's tensors are unchanged (`_stamp`):
+    the host path at decode is then two allocations and the launches."""
+    from tilecraft.options import switches_from_env
+
+    global _CALLS
+    M = x.shape[0]
+    how = (M, x.dtype, bias is None, switches_from_env())
+    calls = None
+    if config is None:
+        if _CALLS is None:
+            import weakref
+
+            _CALLS = weakref.WeakKeyDictionary()
+        calls = _CALLS.setdefault(qweight, {})
+        hit = calls.get(how)
+        if hit is not None and hit[0] == _stamp(qweight):
+            return _launch(x, bias, *hit[1:])
+    prepared = _prepare(x, qweight, bias is not None, config, how[3])
+    if calls is not None:
+        calls[how] = (_stamp(qweight), *prepared)
+    return _launch(x, bias, *prepared)
+
+
+def _launch(x: Any, bias: Any, kernel: Any, reducer: Any, split: int, w: Any, s: Any, z: Any,
+            b0: Any) -> Any:
     import torch
 
-    from tilecraft.options import switches_from_env
+    M, N = x.shape[0], b0.shape[0]
+    y = torch.empty(M, N, dtype=x.dtype, device=x.device)
+    p = torch.empty((split, M, N) if split > 1 else (1, 1, 1), dtype=torch.float32,
+                    device=x.device)
+    b = bias.to(x.dtype).contiguous() if bias is not None else b0  # (b0: unread without bias)
+    kernel(x, w, s, z, b, y, p)
+    if reducer is not None:
+        reducer(p, b, y)
+    return y
+
+
+def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches: tuple) -> tuple:
+    """(kernel, reducer or None, split, packed weight, scales, zeros, bias placeholder) of a call:
+    the plan for its shapes and options, and the weight's tensors as the kernel takes them."""
+    import torch
 
     M, K = x.shape
     N = qweight.shape[0]
-    has_zeros, has_bias = qweight.zeros is not None, bias is not None
+    has_zeros = qweight.zeros is not None
     xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
     # (8-bit zero codes at decode measured slower: 74 -> 106 us at M = 1, benchmarks/NOTES.md;
     # and to bf16 the fused cast takes 4-bit codes only)
@@ -271,16 +319,9 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
     fold = M > 16 and fold_scales(qweight, xtype)
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
            0 if has_zeros else qweight.zero_point, has_zeros, has_bias, codes is not None, fold,
-           tuple(sorted(config.items())) if config else None, switches_from_env())
+           tuple(sorted(config.items())) if config else None, switches)
     kernel, reducer, split = _PLANS.get(key) or _plan(key, config)
-    y = torch.empty(M, N, dtype=x.dtype, device=x.device)
-    p = torch.empty((split, M, N) if split > 1 else (1, 1, 1), dtype=torch.float32,
-                    device=x.device)
     s = qweight.scales.to(x.dtype).contiguous()
     z = codes if codes is not None else qweight.zeros.to(x.dtype).contiguous() if has_zeros \
         else s
-    b = bias.to(x.dtype).contiguous() if has_bias else s.view(-1)[:N]  # (unread without bias)
-    kernel(x, qweight.packed.view(N // 16, -1), s, z, b, y, p)
-    if reducer is not None:
-        reducer(p, b, y)
-    return y
+    return kernel, reducer, split, qweight.packed.view(N // 16, -1), s, z, s.view(-1)[:N]
