@@ -226,3 +226,4 @@ def test_a_repeated_call_reuses_its_prepared_arguments_until_the_weight_changes(
     _check(x, qw)
     _check(torch.randn(2, 128, dtype=torch.bfloat16), qw)  # (another dtype: its own entry)
     assert len(entry) == 2
+

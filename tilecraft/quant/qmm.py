@@ -254,10 +254,15 @@ def _plan(key: tuple, config: dict | None) -> tuple:
 
 
 def _stamp(qweight: Any) -> tuple:
-    """What a call's prepared arguments depend on: the weight's tensors as they stand."""
+    """What a call's prepared arguments depend on: the weight's tensors (the objects, which the
+    entry keeps alive, so a replaced one is never mistaken for them) and their versions."""
     z = qweight.zeros
-    return (qweight.packed.data_ptr(), qweight.scales._version, qweight.scales.data_ptr(),
-            None if z is None else (z._version, z.data_ptr()))
+    return (qweight.packed, qweight.scales, z, qweight.scales._version,
+            None if z is None else z._version)
+
+
+def _unchanged(old: tuple, new: tuple) -> bool:
+    return all(a is b for a, b in zip(old[:3], new[:3])) and old[3:] == new[3:]
 
 
 def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = None) -> Any:
@@ -280,7 +285,7 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
             _CALLS = weakref.WeakKeyDictionary()
         calls = _CALLS.setdefault(qweight, {})
         hit = calls.get(how)
-        if hit is not None and hit[0] == _stamp(qweight):
+        if hit is not None and _unchanged(hit[0], _stamp(qweight)):
             return _launch(x, bias, *hit[1:])
     prepared = _prepare(x, qweight, bias is not None, config, how[3])
     if calls is not None:
