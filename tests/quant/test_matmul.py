@@ -227,3 +227,15 @@ def test_a_repeated_call_reuses_its_prepared_arguments_until_the_weight_changes(
     _check(torch.randn(2, 128, dtype=torch.bfloat16), qw)  # (another dtype: its own entry)
     assert len(entry) == 2
 
+
+
+def test_prepared_calls_share_the_converted_scales_and_stay_bounded(monkeypatch):
+    """Calls of several M on one weight share one converted copy of its scales per x dtype,
+    and at most CALLS_PER_WEIGHT of them are kept (M values come and go)."""
+    monkeypatch.setattr(qmm, "CALLS_PER_WEIGHT", 3)
+    qw = quant.quantize(weight(64, 128, seed=9), "uint4", group_size=64)
+    for M in (1, 2, 3, 4):
+        _check(torch.randn(M, 128, dtype=torch.bfloat16), qw)  # (the f16 scales converted)
+    entries = list(qmm._CALLS[qw].values())
+    assert [h[0] for h in qmm._CALLS[qw]] == [2, 3, 4]
+    assert all(e[5] is entries[0][5] for e in entries)  # one bf16 copy of the scales

@@ -186,7 +186,8 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
 
 _PLANS: dict = {}  # (shapes, types, options, switches) -> (kernel, reducer or None, split)
 _CHECKS: Any = None  # QuantizedWeight -> {check: (stamp, result)} (`_checked`)
-_CALLS: Any = None  # QuantizedWeight -> {(M, x dtype, bias?, switches): `_Call`} (`quant_matmul`)
+_CALLS: Any = None  # QuantizedWeight -> {(M, x dtype, bias?, switches): prepared} (`quant_matmul`)
+CALLS_PER_WEIGHT = 16  # prepared calls kept per weight
 
 
 def _checked(qweight: Any, what: str, tensor: Any, check) -> Any:
@@ -287,9 +288,15 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
         hit = calls.get(how)
         if hit is not None and _unchanged(hit[0], _stamp(qweight)):
             return _launch(x, bias, *hit[1:])
+    stamp = _stamp(qweight)
     prepared = _prepare(x, qweight, bias is not None, config, how[3])
-    if calls is not None:
-        calls[how] = (_stamp(qweight), *prepared)
+    if calls is not None:  # (one converted copy of the scales and zeros per x dtype, shared)
+        same = [e for h, e in calls.items() if h[1] == x.dtype and _unchanged(e[0], stamp)]
+        if same:
+            prepared = (*prepared[:4], *same[0][5:])
+        while len(calls) >= CALLS_PER_WEIGHT:  # (the oldest first: M values come and go)
+            calls.pop(next(iter(calls)))
+        calls[how] = (stamp, *prepared)
     return _launch(x, bias, *prepared)
 
 
