@@ -292,8 +292,10 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
     prepared = _prepare(x, qweight, bias is not None, config, how[3])
     if calls is not None:  # (one converted copy of the scales and zeros per x dtype, shared)
         same = [e for h, e in calls.items() if h[1] == x.dtype and _unchanged(e[0], stamp)]
-        if same:
-            prepared = (*prepared[:4], *same[0][5:])
+        if same:  # (zeros: the same kind too, codes or values)
+            s, z, b0 = same[0][5:]
+            z = z if z.dtype == prepared[5].dtype else prepared[5]
+            prepared = (*prepared[:4], s, z, b0)
         while len(calls) >= CALLS_PER_WEIGHT:  # (the oldest first: M values come and go)
             calls.pop(next(iter(calls)))
         calls[how] = (stamp, *prepared)
