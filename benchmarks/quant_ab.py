@@ -1,0 +1,86 @@
+"""A/B of quantized-matmul variants in one process, launch by launch (the H200's clocks move
+whole timing runs by 5-20%: benchmarks/NOTES.md, session 18).
+
+Every variant (a weight type, optionally `:key=value` overrides of the kernel's configuration,
+`:sym` for the symmetric scheme) is checked against the float64 reference of its dequantized
+weight first (rel err < 1e-2), then all variants and cuBLAS (`x @ w.T`, fp16) run in one
+interleaved loop: each round times every variant once (CUDA events around the call; a spin
+kernel before it holds the GPU while the host enqueues, so the host time stays out; at decode
+shapes whose weights fit in L2, pass --flush). Medians over the rounds, and the ratio to
+cuBLAS in the same rounds.
+
+Usage: PYTHONPATH=$PWD python3 benchmarks/quant_ab.py --shape 8192x8192 --m 4096 \\
+         uint3 uint3:zero_fma=False float6_e3m2:fold_scales=False [--rounds 30] [--flush]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quant_gemm import Timer  # noqa: E402
+
+import tilecraft.quant as Q  # noqa: E402
+from tilecraft.quant import qmm  # noqa: E402
+
+
+def variant(spec: str, w: torch.Tensor, x: torch.Tensor):
+    """(call, rel err) of one `type[:key=value...][:sym]` spec on weight `w` and input `x`."""
+    wtype, *opts = spec.split(":")
+    scheme = "symmetric" if "sym" in opts else None
+    cfg = {k: eval(v, {}) for k, v in (o.split("=", 1) for o in opts if o != "sym")} or None
+    qw = Q.quantize(w, wtype, scheme=scheme)
+    ref = x.double() @ qw.dequantize().double().T
+    y = qmm.quant_matmul(x, qw, config=cfg)
+    err = ((y.double() - ref).norm() / ref.norm()).item()
+    return (lambda: qmm.quant_matmul(x, qw, config=cfg)), err
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("specs", nargs="+")
+    ap.add_argument("--shape", default="8192x8192", help="NxK")
+    ap.add_argument("--m", type=int, default=4096)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--flush", action="store_true", help="flush the L2 before each call")
+    a = ap.parse_args(argv)
+    N, K = (int(v) for v in a.shape.split("x"))
+    torch.manual_seed(0)
+    w = torch.randn(N, K, device="cuda") * 0.02
+    x = torch.randn(a.m, K, device="cuda", dtype=torch.float16)
+    wh = w.half()
+    calls: dict[str, Any] = {"cublas": lambda: x @ wh.T}
+    for spec in a.specs:
+        call, err = variant(spec, w, x)
+        if not err < 1e-2:
+            raise SystemExit(f"{spec}: relative error {err:.3e} (>= 1e-2): not timed")
+        calls[spec] = call
+    timer = Timer(flush=a.flush)
+    spin = {n: int(timer.cycles_per_us * max(50.0, 2 * timer.host_us(f))) for n, f in calls.items()}
+    times: dict[str, list] = {n: [] for n in calls}
+    for _ in range(a.rounds):
+        for n, f in calls.items():
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if timer.flush is not None:
+                timer.flush.sum()
+            torch.cuda._sleep(spin[n])
+            s.record()
+            f()
+            e.record()
+            times[n].append((s, e))
+    torch.cuda.synchronize()
+    med = {n: statistics.median(s.elapsed_time(e) * 1e3 for s, e in v[2:])
+           for n, v in times.items()}
+    print(f"M={a.m} N={N} K={K}, {a.rounds} interleaved rounds, median us")
+    for n, t in med.items():
+        print(f"{n:48s} {t:9.1f} us  {med['cublas'] / t:6.3f}x cuBLAS")
+
+
+if __name__ == "__main__":
+    main()
