@@ -164,3 +164,20 @@ def test_the_gpu_matches_the_interpreter_bit_for_bit(make, dtype):
     want = run(make, dtype, "cpu", a, b, c)
     got = run(make, dtype, "cuda", a, b, c)
     np.testing.assert_array_equal(got, want)
+
+
+def test_register_operands_that_do_not_broadcast_are_tc603_at_the_users_line():
+    from tilecraft.diagnostics import TilecraftError
+
+    with pytest.raises(TilecraftError) as e:
+
+        @T.prim_func
+        def bad(A: T.Tensor((16, 128), "float16"), B: T.Tensor((16, 64), "float16")):
+            with T.Kernel(1, threads=128) as bi:
+                a = T.load_global(A, layout=ROWS, offset=[bi * 16, 0])
+                b = T.load_global(B, layout=spatial(16, 8).local(1, 8))
+                T.store_global(T.fma(a, b, 1.0), A)  # ERR
+
+        tilecraft.jit(bad)(torch.zeros(16, 128).half(), torch.zeros(16, 64).half())
+
+    assert e.value.code == "TC603" and "# ERR" in e.value.span.source_line()

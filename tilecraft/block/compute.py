@@ -61,11 +61,7 @@ def fused_fma(a: Any, b: Any, c: Any) -> Expr:
 
 def operands(s: Any) -> tuple:
     """The operands of an element-wise instruction (BinaryOp, Fma, UnaryOp), in order."""
-    if isinstance(s, BinaryOp):
-        return (s.a, s.b)
-    if isinstance(s, Fma):
-        return (s.a, s.b, s.c)
-    return (s.src,)
+    return s.args() if isinstance(s, _Operands) else (s.src,)
 
 
 def result_dtype(op: str, operands: tuple[Operand, ...]) -> dt.DataType:
@@ -78,8 +74,22 @@ def _operand(x: Any, like: dt.DataType) -> Operand:
     return x if isinstance(x, RegisterTensor) else as_expr(x, like=like)
 
 
+class _Operands:
+    """reads / writes / exprs of an instruction whose operands (`args`) are register tensors
+    or scalar expressions and whose result is `out`."""
+
+    def reads(self):
+        return tuple(x for x in self.args() if isinstance(x, RegisterTensor))
+
+    def writes(self):
+        return (self.out,)
+
+    def exprs(self):
+        return tuple(x for x in self.args() if isinstance(x, Expr))
+
+
 @dataclass(frozen=True)
-class BinaryOp(Instruction):
+class BinaryOp(_Operands, Instruction):
     """`out = a <op> b` element-wise; a and b are register tensors or scalar expressions (at
     least one a tensor). `op` is a Tile IR operator: + - * / // % min max & | ^ << >>."""
 
@@ -105,18 +115,12 @@ class BinaryOp(Instruction):
     def name(self) -> str:
         return BINARY_OPS[self.op]
 
-    def reads(self):
-        return tuple(x for x in (self.a, self.b) if isinstance(x, RegisterTensor))
-
-    def writes(self):
-        return (self.out,)
-
-    def exprs(self):
-        return tuple(x for x in (self.a, self.b) if isinstance(x, Expr))
+    def args(self) -> tuple:
+        return (self.a, self.b)
 
 
 @dataclass(frozen=True)
-class Fma(Instruction):
+class Fma(_Operands, Instruction):
     """`out = fma(a, b, c)` element-wise: a * b + c rounded once (floats; `fused_fma`); a, b, c
     register tensors or scalar expressions (at least one a tensor), broadcast like BinaryOp's."""
 
@@ -140,14 +144,8 @@ class Fma(Instruction):
         like = reduce(promote, tensors) if tensors else None  # (Python numbers: the tensors')
         return cls(_operand(a, like), _operand(b, like), _operand(c, like), out, user_span(span))
 
-    def reads(self):
-        return tuple(x for x in (self.a, self.b, self.c) if isinstance(x, RegisterTensor))
-
-    def writes(self):
-        return (self.out,)
-
-    def exprs(self):
-        return tuple(x for x in (self.a, self.b, self.c) if isinstance(x, Expr))
+    def args(self) -> tuple:
+        return (self.a, self.b, self.c)
 
 
 @dataclass(frozen=True)
