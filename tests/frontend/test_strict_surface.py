@@ -219,9 +219,10 @@ def kernel_prelude():
 
 def atomic_return_prev():
     @T.prim_func
-    def k(A: T.Tensor((128,), "float32")):
+    def k(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
         with T.Kernel(1, threads=128) as bx:
-            T.atomic_add(A[0], 1.0, return_prev=True)  # ERR
+            for i in T.Parallel(128):
+                B[i] = T.atomic_add(A[0], 1.0, return_prev=True)  # ERR
 
     return k
 
@@ -264,7 +265,7 @@ def alloc_shared_in_registers():
     (gemm_k_pack, "AMD MFMA option"),
     (gemm_wg_wait, "wgmma"),
     (kernel_prelude, "C source"),
-    (atomic_return_prev, "previous value"),
+    (atomic_return_prev, "outside T.Parallel"),
     (reduce_nan_propagate, "propagate NaN"),
     (pipelined_sync, "barriers"),
 ])

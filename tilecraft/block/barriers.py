@@ -147,6 +147,8 @@ class _Barriers:
                 s.dst.buffer if isinstance(s, Atomic) else None  # (an atomic updates dst)
             stored = dst is not None and dst.scope in _MEMORY
             reads, writes = self.keys(reads), self.keys({dst} if stored else set())
+            if isinstance(s, Atomic) and s.prev is not None:  # (and thread 0 writes its old
+                writes |= self.keys({s.prev.buffer})         # value for every thread to read)
             if stored and isinstance(s, BufferStore) and not self.threads.per_thread(s):
                 return {_One(k) for k in reads}, {_One(k) for k in writes}  # thread 0's
             return reads, writes

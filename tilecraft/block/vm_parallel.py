@@ -23,7 +23,7 @@ import numpy as np
 
 from tilecraft.diagnostics import TilecraftError, at_span
 from tilecraft.interp.evaluate import Evaluator, compute_type
-from tilecraft.interp.ops.copy import atomic_elements
+from tilecraft.interp.ops.copy import atomic_elements, write_prev
 from tilecraft.interp.values import np_type, store_cast
 from tilecraft.ir import (
     Atomic,
@@ -222,9 +222,11 @@ def scalar_atomic(vm: BlockVM, s: Atomic, tensor=None) -> None:
     wide = np.float64 if t.is_float else np.uint64 if t.name == "uint64" else np.int64
     flat, inverse = np.unique(pos, return_inverse=True)
     acc = store[flat].astype(wide)
+    old = acc.copy()
     with np.errstate(all="ignore"):
         _UFUNC[s.kind].at(acc, inverse.reshape(-1), store_cast(t, value[active]).astype(wide))
     store[flat] = store_cast(t, acc)
+    write_prev(vm, s, old)
 
 
 def block_atomic(vm: BlockVM, s) -> bool:

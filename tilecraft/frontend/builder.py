@@ -58,6 +58,7 @@ class KernelFrameInfo:
     threads: tuple[int, ...]
     thread_vars: tuple[Var, ...]
     block_vars: tuple[Var, ...]
+    frame_depth: int = 1  # index in Builder.frames of the kernel body's statements
 
 
 _current: contextvars.ContextVar[Builder | None] = contextvars.ContextVar("tc_builder", default=None)

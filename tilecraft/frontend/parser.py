@@ -334,7 +334,8 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
         bvars = tuple(Var.create(self.builder.unique_name(n), "int32", self.span(s)) for n in names)
         tvars = tuple(Var.create(self.builder.unique_name(n), "int32", self.span(s))
                       for n in ("tx", "ty", "tz")[: len(frame.threads)])
-        self.builder.kernel = KernelFrameInfo(frame.threads, tvars, bvars)
+        self.builder.kernel = KernelFrameInfo(frame.threads, tvars, bvars,
+                                              len(self.builder.frames))  # (the body's)
         self.scopes.append(Scope())
         try:
             for n, v in zip(names, bvars):

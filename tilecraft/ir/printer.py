@@ -97,7 +97,10 @@ def _tileop(s) -> str:
     if isinstance(s, Fill):
         return f"T.fill({region_str(s.dst)}, {expr_str(s.value)})"
     if isinstance(s, Atomic):
-        return f"T.atomic_{s.kind}({region_str(s.dst)}, {_arg(s.src)})"
+        call = f"T.atomic_{s.kind}({region_str(s.dst)}, {_arg(s.src)}" + \
+            ("" if s.order == "relaxed" else f", memory_order={s.order!r}")
+        return f"{s.prev.buffer.name}[0] = {call}, return_prev=True)" if s.prev is not None \
+            else call + ")"
     if isinstance(s, Print):
         return f"T.print({_arg(s.value)}, msg={s.msg!r})"
     if isinstance(s, DeviceAssert):

@@ -145,18 +145,24 @@ ATOMIC_KINDS = ("add", "max", "min")
 class Atomic(TileOp):
     """`T.atomic_<kind>(dst, src)`: dst[...] = dst[...] <kind> src, atomically per element.
 
-    `src` is a region of the same shape as `dst` (tile form) or a scalar Expr (scalar form)."""
+    `src` is a region of the same shape as `dst` (tile form) or a scalar Expr (scalar form).
+    A block-level scalar atomic may also return dst's previous value into `prev` (one element
+    of a shared tensor, read by every thread after it: `return_prev=True`) and order the
+    block's other memory accesses around it (`order`: "relaxed", "acquire", "release",
+    "acq_rel", "seq_cst"; docs/language.md, "Atomics")."""
 
     kind: str
     dst: BufferRegion
     src: Any  # BufferRegion | Expr
     span: Span | None = field(default=None, compare=False)
+    prev: BufferRegion | None = None
+    order: str = "relaxed"
 
     def reads(self):
         return (self.src, self.dst) if isinstance(self.src, BufferRegion) else (self.dst,)
 
     def writes(self):
-        return (self.dst,)
+        return (self.dst,) if self.prev is None else (self.dst, self.prev)
 
 
 @dataclass(frozen=True)

@@ -107,11 +107,27 @@ class _Verifier:
                     self.fail(f"T.{s.op_name} outside T.Kernel")
                 if self.in_parallel and not (isinstance(s, Atomic) and isinstance(s.src, Expr)):
                     self.fail(f"T.{s.op_name} inside T.Parallel")
+                if isinstance(s, Atomic) and (s.prev is not None or s.order != "relaxed"):
+                    self._ordered_atomic(s)
                 for r in s.reads() + s.writes():
                     self.check_buffer(r.buffer)
                 if isinstance(s, AnnotateLayout):
                     for b, _ in s.layouts:
                         self.check_buffer(b)
+
+    def _ordered_atomic(self, s: Atomic) -> None:
+        """return_prev / memory_order: a scalar atomic at block level; `prev` one element of a
+        shared tensor of dst's type."""
+        if self.in_parallel or not isinstance(s.src, Expr):
+            self.fail(f"T.atomic_{s.kind} with return_prev or memory_order is a scalar atomic "
+                      "outside T.Parallel")
+        if s.order not in ("relaxed", "acquire", "release", "acq_rel", "seq_cst"):
+            self.fail(f"T.atomic_{s.kind}: memory order {s.order!r}")
+        p = s.prev
+        if p is not None and (p.buffer.scope != "shared" or p.buffer.dtype != s.dst.dtype
+                              or any(e != 1 for e in p.extents)):
+            self.fail(f"T.atomic_{s.kind}: its previous value goes to one element of a shared "
+                      f"tensor of type {s.dst.dtype}, not `{p.buffer.name}`")
 
 
 def verify(func: PrimFunc) -> PrimFunc:

@@ -42,11 +42,7 @@ _REDUCE = {
                       "backend (docs/language.md, Semantics)" + _DROP),
     "annotations": ((None,), _ANNOTATIONS),
 }
-_ATOMIC = {
-    "memory_order": ((None, "relaxed"), "tilecraft's atomics are relaxed; order other memory "
-                     "accesses with barriers" + _DROP),
-    "return_prev": ((False,), "tilecraft's atomics do not return the previous value yet" + _DROP),
-}
+_ATOMIC: dict = {}  # (memory_order and return_prev: language/tileops.py)
 _LOOP = {"annotations": ((None,), _ANNOTATIONS)}
 
 #: T name -> keyword -> (the accepted values, which mean what tilecraft does; hint otherwise)

@@ -13,6 +13,7 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.frontend.builder import in_kernel
 from tilecraft.frontend.expressions import tile_operand
 from tilecraft.ir import (
+    Allocate,
     Atomic,
     Buffer,
     BufferLoad,
@@ -222,36 +223,76 @@ def clear(buffer) -> None:
     fill(buffer, 0)
 
 
-def _atomic(kind: str, dst, value) -> None:
+#: memory_order -> the order tilecraft gives (C++'s "consume" is "acquire", as compilers do)
+MEMORY_ORDERS = {None: "relaxed", "relaxed": "relaxed", "consume": "acquire",
+                 "acquire": "acquire", "release": "release", "acq_rel": "acq_rel",
+                 "seq_cst": "seq_cst"}
+
+
+def _atomic(kind: str, dst, value, memory_order=None, return_prev=False):
     bld = in_kernel(f"T.atomic_{kind}")
+    name = f"T.atomic_{kind}"
+    if not isinstance(memory_order, (str, type(None))) or memory_order not in MEMORY_ORDERS:
+        raise TilecraftError("TC112", func=name, detail=f"memory_order={memory_order!r}",
+                             signature=f"(dst, value, memory_order=one of "
+                             f"{[k for k in MEMORY_ORDERS if k]}, return_prev=False)")
+    order = MEMORY_ORDERS[memory_order]
+    return_prev = flag(return_prev, "return_prev")
     dst, value = tile_operand(dst), tile_operand(value)
     if isinstance(value, (Buffer, BufferRegion)) or (isinstance(value, BufferLoad) and
                                                      not isinstance(dst, BufferLoad)):
+        _scalar_only(name, order, return_prev, "the tile form (a tile of values)")
         s, d = _regions(value, dst, f"atomic_{kind}")
         if _static(s.squeezed_shape()) and _static(d.squeezed_shape()) and \
                 s.squeezed_shape() != d.squeezed_shape():
             raise TilecraftError("TC204", src=s.buffer.name, src_shape=list(s.extents),
                                  dst=d.buffer.name, dst_shape=list(d.extents))
         bld.emit(Atomic(kind, d, s))
-        return
+        return None
     if isinstance(dst, BufferLoad):
         d = BufferRegion(dst.buffer, dst.indices, (1,) * dst.buffer.ndim)
     else:
         d = to_region(dst, what=f"atomic_{kind}")
+    if bld.parallel_depth:
+        _scalar_only(name, order, return_prev, "an atomic inside T.Parallel (once per element)")
     v = value if isinstance(value, Expr) else as_expr(value, d.dtype)
-    bld.emit(Atomic(kind, d, cast(d.dtype, v) if not isinstance(v, Const) else cast(d.dtype, v)))
+    prev = None
+    if return_prev:  # thread 0's result, for every thread to read (docs/language.md, Atomics)
+        prev_buf = Buffer.create(bld.unique_name(f"{d.buffer.name}_prev"), (1,), d.dtype,
+                                 "shared")
+        bld.frames[bld.kernel.frame_depth].insert(0, Allocate(prev_buf))
+        prev = BufferRegion(prev_buf, (Const.create(0),), (1,))
+    bld.emit(Atomic(kind, d, cast(d.dtype, v), prev=prev, order=order))
+    return BufferLoad.create(prev.buffer, [Const.create(0)]) if prev is not None else None
 
 
-def atomic_add(dst, value) -> None:
-    """dst += value atomically (dst an element or a tile; value a scalar or a tile)."""
-    _atomic("add", dst, value)
+def _scalar_only(name: str, order: str, return_prev: bool, where: str) -> None:
+    """return_prev and ordered atomics: one element, outside T.Parallel (TC113 otherwise)."""
+    for keyword, value, default in (("return_prev", return_prev, False),
+                                    ("memory_order", order, "relaxed")):
+        if value != default:
+            raise TilecraftError(
+                "TC113", func=name, keyword=keyword, value=repr(value),
+                hint=f"tilecraft takes {keyword} on a scalar atomic outside T.Parallel (once per "
+                f"block), not on {where}: make the ordered atomic its own statement at block "
+                "level")
 
 
-def atomic_max(dst, value) -> None:
-    """dst = max(dst, value) atomically."""
-    _atomic("max", dst, value)
+def atomic_add(dst, value, memory_order=None, return_prev=False):
+    """dst += value atomically (dst an element or a tile; value a scalar or a tile). A scalar
+    atomic outside T.Parallel runs once per block; there `return_prev=True` returns dst's old
+    value to every thread, and `memory_order` ("acquire", "release", "acq_rel", "seq_cst")
+    orders the whole block's memory accesses before / after it at GPU scope (docs/language.md,
+    "Atomics")."""
+    return _atomic("add", dst, value, memory_order, return_prev)
 
 
-def atomic_min(dst, value) -> None:
-    """dst = min(dst, value) atomically."""
-    _atomic("min", dst, value)
+def atomic_max(dst, value, memory_order=None, return_prev=False):
+    """dst = max(dst, value) atomically (as atomic_add for return_prev and memory_order)."""
+    return _atomic("max", dst, value, memory_order, return_prev)
+
+
+def atomic_min(dst, value, memory_order=None, return_prev=False):
+    """dst = min(dst, value) atomically (as atomic_add for return_prev and memory_order)."""
+    return _atomic("min", dst, value, memory_order, return_prev)
+

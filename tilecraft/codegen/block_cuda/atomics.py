@@ -52,7 +52,35 @@ class AtomicPrinter:
         else:
             raise self.refuse(s, f"T.atomic_{s.kind} on the {buf.scope} buffer `{buf.name}`")
         once = not self._thread_dependence().per_thread(s)
+        if s.prev is not None or s.order != "relaxed":
+            if not once:
+                raise self.refuse(s, f"T.atomic_{s.kind} with return_prev or memory_order whose "
+                                  "address or value differs between threads")
+            self._ordered(s, ref)
+            return
         self._atomic_call(s, ref, "tid == 0" if once else None)
+
+    def _ordered(self, s: Atomic, ref: str) -> None:
+        """Thread 0's atomic between fences (lowering put barriers around it: the block's
+        accesses before it are thread 0's by causality), its old value into `prev`."""
+        buf = s.dst.buffer
+        if buf.scope == "global":
+            self.written_by_one.add(buf)
+        value = convert(ctype(buf.dtype), self.p(s.src), self.exprs.value_ctype(s.src.dtype))
+        call = f"tc::atomic_{s.kind}(&{ref}, {value})"
+        if s.prev is not None:
+            t = self._shared_tensors().get(s.prev.buffer)
+            if t is None:
+                raise self.refuse(s, f"the unallocated `{s.prev.buffer.name}`")
+            starts = [self.p(i) for i in s.prev.starts]
+            call = f"{self.tensor(t)}[{self.shared_offset(s, t, starts)}] = {call}"
+        self.w(f"if (tid == 0) {{  // T.atomic_{s.kind}, memory_order {s.order}")
+        if s.order in ("release", "acq_rel", "seq_cst"):
+            self.w("  __threadfence();")
+        self.w(f"  {call};")
+        if s.order in ("acquire", "acq_rel", "seq_cst"):
+            self.w("  __threadfence();")
+        self.w("}")
 
     def par_atomic(self, s: Atomic) -> None:
         """An atomic inside the current `parallel`: once per logical element."""

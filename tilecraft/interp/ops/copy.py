@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilecraft.ir import Atomic, BufferRegion, Copy, Fill
+from tilecraft.ir import Atomic, BufferRegion, BufferStore, Const, Copy, Fill
 
-from . import rule
 from ..values import store_cast
+from . import rule
 from .common import bounds, read, write
 
 
@@ -60,5 +60,16 @@ def atomic_elements(m, op: Atomic) -> None:
     flat, inverse = np.unique(np.ravel_multi_index(idx, arr.shape), return_inverse=True)
     at = np.unravel_index(flat, arr.shape)
     acc = np.asarray(arr[at]).astype(w)
+    old = acc.copy()
     _UFUNC[op.kind].at(acc, inverse.reshape(-1), store_cast(buf.dtype, value[active]).astype(w))
     arr[at] = store_cast(buf.dtype, acc)
+    write_prev(m, op, old)
+
+
+def write_prev(m, op: Atomic, old: np.ndarray) -> None:
+    """`return_prev`: the element's value before a block-level atomic, into op.prev (a shared
+    element every thread reads after it), stored as scalar code stores it on this machine."""
+    if op.prev is None:
+        return
+    value = Const.create(old.reshape(-1)[0].item(), op.dst.dtype)
+    m.exec(BufferStore(op.prev.buffer, op.prev.starts, value, op.span))

@@ -16,7 +16,7 @@ scalar or of a local array, T.device_assert, and the hints T.use_swizzle and T.a
 
 from __future__ import annotations
 
-from tilecraft.block import Cast, Print, ReduceRegister
+from tilecraft.block import Cast, Print, ReduceRegister, Synchronize
 from tilecraft.block.parallel import AtomicGlobal, CumSumRegister, ParallelCompute
 from tilecraft.ir import (
     AnnotateLayout,
@@ -92,8 +92,12 @@ def lower_atomic(cx: LowerContext, op: Atomic) -> list:
     if dst.buffer.scope not in ("global", "shared"):
         raise not_lowered(span, f"T.atomic_{op.kind} on {dst.buffer.scope} memory",
                           hint="atomics act on global or shared memory")
-    if not isinstance(op.src, BufferRegion):
-        return [op]  # a scalar atomic, once per block: the interpreter's statement
+    if not isinstance(op.src, BufferRegion):  # a scalar atomic, once per block: as it is
+        if op.order == "relaxed":
+            return [op]
+        # ordered: every thread's earlier accesses before it (release: thread 0 fences after
+        # the barrier, codegen), every thread's later ones after it (acquire: after the fence)
+        return [Synchronize.create(span=span), op, Synchronize.create(span=span)]
     out: list = []
     value = cx.whole_fragment(op.src, span)
     if value is None:

@@ -1,0 +1,219 @@
+"""`return_prev` and `memory_order` on a block-level scalar atomic (docs/language.md, "Atomics"):
+thread 0's atomic between fences, barriers around it, its old value in a shared element every
+thread reads. The split-sum pattern (each block writes its part, counts itself, the last one
+adds all parts and resets the count) runs on the interpreter, on the VM bit for bit as on the
+interpreter, compiles for sm_90a and sm_80, and on a GPU gives the interpreter's bits, call
+after call. Forms it does not take are TC113/TC112 at the user's line."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tilecraft
+import tilecraft.language as T
+from tilecraft import interp
+from tilecraft.codegen.block_cuda import print_cuda
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.passes import lower
+from tilecraft.passes.lower_tile_ops import lowered_program
+from tilecraft.targets import H100_SXM
+
+
+@tilecraft.jit
+def split_sum(N, S, BN=64, order="acq_rel"):
+    """Y = 2 * sum over the S rows of X: block (bn, bs) writes its part into P[bs], counts
+    itself in C[bn]; the tile's last block adds the parts in order, records its bs in L."""
+
+    @T.prim_func
+    def k(X: T.Tensor((S, N), "float32"), P: T.Tensor((S, N), "float32"),
+          C: T.Tensor((N // BN,), "int32"), Y: T.Tensor((N,), "float32"),
+          L: T.Tensor((N // BN,), "int32")):
+        with T.Kernel(N // BN, S, threads=BN) as (bn, bs):
+            acc = T.alloc_fragment((BN,), "float32")
+            for i in T.Parallel(BN):
+                acc[i] = X[bs, bn * BN + i] * 2.0
+            for i in T.Parallel(BN):
+                P[bs, bn * BN + i] = acc[i]
+            arrived = T.atomic_add(C[bn], 1, memory_order=order, return_prev=True)
+            if arrived == S - 1:
+                T.clear(acc)
+                for p in T.serial(S):
+                    for i in T.Parallel(BN):
+                        acc[i] += P[p, bn * BN + i]
+                for i in T.Parallel(BN):
+                    Y[bn * BN + i] = acc[i]
+                L[bn] = bs
+                C[bn] = 0
+
+    return k
+
+
+@tilecraft.jit
+def previous_values():
+    """max / min / add returning the old value, on global and shared elements, relaxed."""
+
+    @T.prim_func
+    def k(D: T.Tensor((4,), "int32"), R: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            S = T.alloc_shared((1,), "int32")
+            S[0] = 5
+            R[0] = T.atomic_max(D[0], 7, return_prev=True)
+            R[1] = T.atomic_min(D[1], -3, return_prev=True)
+            R[2] = T.atomic_add(S[0], 10, return_prev=True)
+            R[3] = S[0] + T.atomic_add(D[2], bx + 1, memory_order="release", return_prev=True)
+
+    return k
+
+
+def _args(N, S, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((S, N)).astype(np.float32)
+    return [x, np.full((S, N), np.nan, np.float32), np.zeros(N // 64, np.int32),
+            np.full(N, np.nan, np.float32), np.full(N // 64, -1, np.int32)]
+
+
+def test_the_last_block_adds_every_part_and_resets_the_count_on_the_interpreter():
+    N, S = 256, 4
+    args = _args(N, S)
+    interp.run(split_sum(N, S).func, args)
+    x, _, c, y, last = args
+    want = np.zeros(N, np.float32)
+    for p in range(S):
+        want += 2 * x[p]
+    np.testing.assert_array_equal(y, want)
+    assert (c == 0).all() and (last == S - 1).all()  # (blocks run in order here)
+
+
+def test_previous_values_are_the_elements_before_the_atomic():
+    d, r = np.array([3, 4, 100, 0], np.int32), np.zeros(4, np.int32)
+    interp.run(previous_values().func, [d, r])
+    assert d.tolist() == [7, -3, 101, 0] and r.tolist() == [3, 4, 5, 15 + 100]
+
+
+@pytest.mark.parametrize("make", [lambda: split_sum(256, 4).func, lambda: previous_values().func])
+def test_the_vm_runs_the_lowered_program_as_the_interpreter(make):
+    func = make()
+    args = _args(256, 4) if func.params[0].name == "X" else \
+        [np.array([3, 4, 100, 0], np.int32), np.zeros(4, np.int32)]
+    want, got = [a.copy() for a in args], [a.copy() for a in args]
+    interp.run(func, want)
+    lowered_program(lower(func, H100_SXM)).run(*got)
+    for x, y in zip(want, got):
+        np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
+def _source(func, arch="sm_90a") -> str:
+    return print_cuda(lowered_program(lower(func, H100_SXM)), arch).source
+
+
+@pytest.mark.parametrize("order, before, after", [("acq_rel", True, True), ("release", True, False),
+                                                  ("acquire", False, True),
+                                                  ("seq_cst", True, True)])
+def test_an_ordered_atomic_is_thread_0s_between_fences_and_barriers(order, before, after):
+    src = _source(split_sum(256, 4, order=order).func)
+    i = src.index(f"if (tid == 0) {{  // T.atomic_add, memory_order {order}")
+    block = src[i:src.index("}", i)]
+    assert re.search(r"C_prev_\[0\] = tc::atomic_add\(&C_\[bn_\], 1\);", block)
+    assert block.count("__threadfence();") == before + after
+    assert (block.index("__threadfence") < block.index("tc::atomic_add")) == before
+    assert src[:i].rstrip().endswith("__syncthreads();")  # every thread's part is written
+    assert src[i:].split("}", 1)[1].split("const int arrived_", 1)[0].count("__syncthreads") == 1
+    assert "int* C_" in src and "__restrict__ C_" not in src
+
+
+def test_relaxed_return_prev_has_no_fences():
+    src = _source(previous_values().func)
+    assert "__threadfence" in src  # (the one release atomic)
+    assert src.count("__threadfence();") == 1
+    assert re.search(r"S_prev_\[0\] = tc::atomic_add\(&S_\[0\], 10\);", src)
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_ordered_atomics_compile(arch):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from tilecraft.runtime import compile_cuda
+
+    for func in (split_sum(1024, 8).func, previous_values().func):
+        printed = print_cuda(lowered_program(lower(func, H100_SXM)), arch)
+        assert compile_cuda(printed.source, arch, name=printed.name).resources.spill_stores == 0
+
+
+# ---- refused forms ---------------------------------------------------------------------------
+def _refused(factory, code):
+    with pytest.raises(TilecraftError) as info:
+        factory()
+    err = info.value
+    assert err.code == code, err
+    assert "# ERR" in err.span.source_line(), err.span.source_line()
+    return err
+
+
+def test_return_prev_inside_parallel_is_tc113_at_its_line():
+    def factory():
+        @T.prim_func
+        def k(A: T.Tensor((64,), "int32"), B: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                for i in T.Parallel(64):
+                    B[i] = T.atomic_add(A[0], 1, return_prev=True)  # ERR
+
+    assert "outside T.Parallel" in _refused(factory, "TC113").hint
+
+
+def test_an_ordered_tile_atomic_is_tc113_at_its_line():
+    def factory():
+        @T.prim_func
+        def k(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64):
+                T.atomic_add(B, A, memory_order="release")  # ERR
+
+    assert "tile form" in _refused(factory, "TC113").hint
+
+
+def test_an_unknown_memory_order_is_tc112_at_its_line():
+    def factory():
+        @T.prim_func
+        def k(A: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                T.atomic_add(A[0], 1, memory_order="strong")  # ERR
+
+    assert "acq_rel" in _refused(factory, "TC112").hint
+
+
+# ---- on the GPU -------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_split_sums_on_the_gpu_are_the_interpreters_bits_call_after_call():
+    import torch
+
+    N, S = 64 * 512, 8
+    func = split_sum(N, S).func
+    args = _args(N, S, seed=5)
+    want = [a.copy() for a in args]
+    interp.run(func, want)
+    kernel = tilecraft.compile(func, target="cuda")
+    dev = [torch.from_numpy(a).cuda() for a in args]
+    lasts = set()
+    for _ in range(20):
+        dev[3].fill_(float("nan"))
+        kernel(*dev)
+        torch.cuda.synchronize()
+        np.testing.assert_array_equal(dev[3].cpu().numpy(), want[3])
+        assert (dev[2] == 0).all()
+        lasts |= set(dev[4].cpu().tolist())
+    assert lasts <= set(range(S))
+
+
+@pytest.mark.gpu
+def test_previous_values_on_the_gpu_match_the_interpreter():
+    import torch
+
+    func = previous_values().func
+    d, r = np.array([3, 4, 100, 0], np.int32), np.zeros(4, np.int32)
+    want = [d.copy(), r.copy()]
+    interp.run(func, want)
+    dev = [torch.from_numpy(d).cuda(), torch.from_numpy(r).cuda()]
+    tilecraft.compile(func, target="cuda")(*dev)
+    for x, y in zip(want, dev):
+        np.testing.assert_array_equal(x, y.cpu().numpy())
