@@ -68,6 +68,21 @@ def previous_values():
     return k
 
 
+@tilecraft.jit
+def narrow_constants():
+    """Constants into 8- and 16-bit elements (C's int literal would match no overload)."""
+
+    @T.prim_func
+    def k(B: T.Tensor((4,), "int8"), H: T.Tensor((4,), "float16"), R: T.Tensor((2,), "int8")):
+        with T.Kernel(1, threads=32):
+            R[0] = T.atomic_min(B[1], -3, return_prev=True)
+            T.atomic_add(H[0], 1.5, memory_order="release")
+            for i in T.Parallel(4):
+                T.atomic_max(B[i], 2)
+
+    return k
+
+
 def _args(N, S, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((S, N)).astype(np.float32)
@@ -93,16 +108,54 @@ def test_previous_values_are_the_elements_before_the_atomic():
     assert d.tolist() == [7, -3, 101, 0] and r.tolist() == [3, 4, 5, 15 + 100]
 
 
-@pytest.mark.parametrize("make", [lambda: split_sum(256, 4).func, lambda: previous_values().func])
-def test_the_vm_runs_the_lowered_program_as_the_interpreter(make):
-    func = make()
-    args = _args(256, 4) if func.params[0].name == "X" else \
-        [np.array([3, 4, 100, 0], np.int32), np.zeros(4, np.int32)]
+@tilecraft.jit
+def old_value_outlives_a_tile():
+    """The old value is read after a shared tile's whole life: the tile may not take its
+    bytes (block/smem_lifetimes.py counts the atomic's write of it)."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64,), "int32"), B: T.Tensor((64,), "int32"), C: T.Tensor((1,), "int32"),
+          R: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=64):
+            pair = (T.atomic_add(C[0], 1, return_prev=True), 0)
+            X = T.alloc_shared((64,), "int32")
+            T.copy(A, X)
+            T.copy(X, B)
+            R[0] = pair[0]
+
+    return k
+
+
+def _vm_cases():
+    ints = [np.array([3, 4, 100, 0], np.int32), np.zeros(4, np.int32)]
+    tile = [np.arange(100, 164, dtype=np.int32), np.zeros(64, np.int32),
+            np.array([7], np.int32), np.zeros(1, np.int32)]
+    return [(lambda: split_sum(256, 4).func, lambda: _args(256, 4)),
+            (lambda: previous_values().func, lambda: [a.copy() for a in ints]),
+            (lambda: old_value_outlives_a_tile().func, lambda: [a.copy() for a in tile])]
+
+
+@pytest.mark.parametrize("arena", [False, True], ids=["tensors", "arena"])
+@pytest.mark.parametrize("case", range(3))
+def test_the_vm_runs_the_lowered_program_as_the_interpreter(case, arena):
+    from tilecraft.block.vm import run
+
+    make, args = _vm_cases()[case]
+    func, args = make(), args()
     want, got = [a.copy() for a in args], [a.copy() for a in args]
     interp.run(func, want)
-    lowered_program(lower(func, H100_SXM)).run(*got)
+    run(lowered_program(lower(func, H100_SXM)), got, arena=arena)
     for x, y in zip(want, got):
         np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
+    if case == 2:
+        assert want[3][0] == 7
+
+
+def test_the_hidden_element_is_allocated_at_the_atomics_line():
+    src = _source(split_sum(256, 4).func)
+    line = next(k + 1 for k, text in enumerate(open(__file__).read().splitlines())
+                if "arrived = T.atomic_add(C[bn], 1" in text)
+    assert re.search(rf"// C_prev = allocate_shared\(int32\[1\].*\(line {line}\)", src)
 
 
 def _source(func, arch="sm_90a") -> str:
@@ -118,6 +171,7 @@ def test_an_ordered_atomic_is_thread_0s_between_fences_and_barriers(order, befor
     block = src[i:src.index("}", i)]
     assert re.search(r"C_prev_\[0\] = tc::atomic_add\(&C_\[bn_\], 1\);", block)
     assert block.count("__threadfence();") == before + after
+    assert ("tc::fence_proxy_async_global();" in block) == after  # (TMA loads, thread 0's)
     assert (block.index("__threadfence") < block.index("tc::atomic_add")) == before
     assert src[:i].rstrip().endswith("__syncthreads();")  # every thread's part is written
     assert src[i:].split("}", 1)[1].split("const int arrived_", 1)[0].count("__syncthreads") == 1
@@ -136,7 +190,7 @@ def test_ordered_atomics_compile(arch):
     pytest.importorskip("cuda.bindings.nvrtc")
     from tilecraft.runtime import compile_cuda
 
-    for func in (split_sum(1024, 8).func, previous_values().func):
+    for func in (split_sum(1024, 8).func, previous_values().func, narrow_constants().func):
         printed = print_cuda(lowered_program(lower(func, H100_SXM)), arch)
         assert compile_cuda(printed.source, arch, name=printed.name).resources.spill_stores == 0
 
@@ -160,6 +214,50 @@ def test_return_prev_inside_parallel_is_tc113_at_its_line():
                     B[i] = T.atomic_add(A[0], 1, return_prev=True)  # ERR
 
     assert "outside T.Parallel" in _refused(factory, "TC113").hint
+
+
+@pytest.mark.parametrize("where", ["while", "and", "ifexp"])
+def test_an_atomic_where_python_would_run_it_once_or_never_is_tc103_at_its_line(where):
+    def factory():
+        @T.prim_func
+        def k(F: T.Tensor((4,), "int32"), R: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=32):
+                n = T.alloc_var("int32", init=0)
+                if where == "while":
+                    while T.atomic_add(F[0], 1, return_prev=True) < 3:  # ERR
+                        n = n + 1
+                elif where == "and":
+                    if F[1] > 0 and T.atomic_add(F[0], 1, return_prev=True) == 0:  # ERR
+                        n = n + 1
+                else:
+                    R[0] = T.atomic_add(F[0], 1, return_prev=True) if F[1] > 0 else 0  # ERR
+                R[1] = n
+
+    err = _refused(factory, "TC103")
+    assert "T.atomic_*" in err.message and "statement of its own" in err.hint
+
+
+def test_an_acquire_inside_t_pipelined_is_tc502_at_its_line():
+    @T.prim_func
+    def k(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 128), "float16"),
+          C: T.Tensor((4,), "int32"), Y: T.Tensor((128, 128), "float32")):
+        with T.Kernel(2, threads=256) as bx:
+            a_s = T.alloc_shared((128, 64), "float16")
+            b_s = T.alloc_shared((64, 128), "float16")
+            acc = T.alloc_fragment((128, 128), "float32")
+            T.clear(acc)
+            for kk in T.Pipelined(4, num_stages=2):
+                T.atomic_add(C[kk], 1, memory_order="acquire")  # ERR
+                T.copy(A[bx * 128, kk * 64], a_s)
+                T.copy(B[kk * 64, 0], b_s)
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, Y)
+
+    with pytest.raises(TilecraftError) as info:
+        lower(k, H100_SXM)
+    err = info.value
+    assert err.code == "TC502" and "# ERR" in err.span.source_line()
+    assert "T.serial" in err.hint
 
 
 def test_an_ordered_tile_atomic_is_tc113_at_its_line():

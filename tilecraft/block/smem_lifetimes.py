@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tilecraft.ir import (
+    Atomic,
     Break,
     Buffer,
     BufferLoad,
@@ -209,7 +210,7 @@ class Lifetimes:
                 if isinstance(t, SharedTensor) and (r := self.root(t.buffer)) is not None}
 
     def scalar_uses(self, s: Stmt) -> None:
-        bufs = [s.buffer] if isinstance(s, BufferStore) else []
+        bufs = [s.buffer] if isinstance(s, BufferStore) else _atomic_writes(s)
         bufs += [x.buffer for e in stmt_exprs(s) for x in walk_expr(e)
                  if isinstance(x, BufferLoad)]
         for b in bufs:
@@ -265,9 +266,15 @@ def _touched(s: Stmt) -> set[Buffer]:
         else:
             if isinstance(x, BufferStore):
                 out.add(x.buffer)
+            out |= set(_atomic_writes(x))
             out |= {y.buffer for e in stmt_exprs(x) for y in walk_expr(e)
                     if isinstance(y, BufferLoad)}
     return out
+
+
+def _atomic_writes(s: Stmt) -> list[Buffer]:
+    """What a scalar atomic writes: its destination and the shared element of its old value."""
+    return [r.buffer for r in s.writes()] if isinstance(s, Atomic) else []
 
 
 def _overwritten(s: Stmt) -> Buffer | None:

@@ -159,7 +159,7 @@ class LoopStatements:
         if s.orelse:
             raise TilecraftError("TC103", construct="while ... else", instead="drop the else")
         self.make_mutable(s.body)  # before the condition, which may read what the body updates
-        cond = value_of(self.eval(s.test))
+        cond = value_of(self.eval_once(s.test, "a `while` condition (evaluated once)"))
         if not is_device(cond):
             raise TilecraftError("TC103", construct="while on a Python value",
                                  instead="use `for i in range(n)` or T.serial(n)")

@@ -17,7 +17,7 @@ import difflib
 import operator
 
 from tilecraft.diagnostics import TilecraftError, at_span
-from tilecraft.ir import Buffer, Expr, as_expr, index_buffer
+from tilecraft.ir import Atomic, Buffer, Expr, as_expr, index_buffer
 from tilecraft.ir.expr import BinOp, Compare, Const, Not, Select
 
 from .pycalls import matmul, power
@@ -196,11 +196,25 @@ class ExprEvaluator:
                 return BinOp.create("^", v, -1)
             return ~v
 
+    def eval_once(self, n: ast.expr, where: str):
+        """`n` evaluated where Python would run it not at all, or more than once (a `while`
+        condition, the right of `and`/`or`, a conditional expression's branches): an atomic
+        there (a statement the kernel runs once, here and now) is TC103 at its line."""
+        frame = self.builder.frames[-1]
+        start = len(frame)
+        value = self.eval(n)
+        if any(isinstance(x, Atomic) for x in frame[start:]):
+            raise TilecraftError(
+                "TC103", construct=f"T.atomic_* in {where}",
+                instead="call the atomic in a statement of its own before it and use its "
+                "result (`old = T.atomic_add(..., return_prev=True)`)")
+        return value
+
     def expr_BoolOp(self, n: ast.BoolOp):
         op = "and" if isinstance(n.op, ast.And) else "or"
         result = None
-        for node in n.values:
-            v = self.eval(node)
+        for k, node in enumerate(n.values):
+            v = self.eval(node) if k == 0 else self.eval_once(node, f"the right of `{op}`")
             if isinstance(v, Buffer):
                 v = as_expr(v)
             if result is None:
@@ -238,8 +252,8 @@ class ExprEvaluator:
     def expr_IfExp(self, n: ast.IfExp):
         cond = value_of(self.eval(n.test))
         if isinstance(cond, Expr) and not isinstance(cond, Const):
-            return Select.create(cond, value_of(self.eval(n.body)),
-                                 value_of(self.eval(n.orelse)))
+            return Select.create(cond, value_of(self.eval_once(n.body, "`x if c else y`")),
+                                 value_of(self.eval_once(n.orelse, "`x if c else y`")))
         if isinstance(cond, Const):
             cond = cond.value
         return self.eval(n.body) if cond else self.eval(n.orelse)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from tilecraft.diagnostics import TilecraftError
+from tilecraft.diagnostics import TilecraftError, current_span
 from tilecraft.frontend.builder import in_kernel
 from tilecraft.frontend.expressions import tile_operand
 from tilecraft.ir import (
@@ -24,7 +24,9 @@ from tilecraft.ir import (
     Fill,
     Gemm,
     GemmWarpPolicy,
+    LetStmt,
     Reduce,
+    Var,
     as_expr,
     cast,
 )
@@ -256,14 +258,20 @@ def _atomic(kind: str, dst, value, memory_order=None, return_prev=False):
     if bld.parallel_depth:
         _scalar_only(name, order, return_prev, "an atomic inside T.Parallel (once per element)")
     v = value if isinstance(value, Expr) else as_expr(value, d.dtype)
-    prev = None
-    if return_prev:  # thread 0's result, for every thread to read (docs/language.md, Atomics)
-        prev_buf = Buffer.create(bld.unique_name(f"{d.buffer.name}_prev"), (1,), d.dtype,
-                                 "shared")
-        bld.frames[bld.kernel.frame_depth].insert(0, Allocate(prev_buf))
-        prev = BufferRegion(prev_buf, (Const.create(0),), (1,))
-    bld.emit(Atomic(kind, d, cast(d.dtype, v), prev=prev, order=order))
-    return BufferLoad.create(prev.buffer, [Const.create(0)]) if prev is not None else None
+    if not return_prev:
+        bld.emit(Atomic(kind, d, cast(d.dtype, v), order=order))
+        return None
+    # thread 0's result, for every thread to read (docs/language.md, Atomics): a shared element
+    # allocated with the kernel's, read once into a name right after the atomic
+    prev_buf = Buffer.create(bld.unique_name(f"{d.buffer.name}_prev"), (1,), d.dtype, "shared",
+                             current_span())
+    bld.frames[bld.kernel.frame_depth].insert(0, Allocate(prev_buf, current_span()))
+    zero = (Const.create(0),)
+    bld.emit(Atomic(kind, d, cast(d.dtype, v), prev=BufferRegion(prev_buf, zero, (1,)),
+                    order=order))
+    old = Var.create(bld.unique_name(f"{d.buffer.name}_old"), d.dtype)
+    bld.emit(LetStmt(old, BufferLoad.create(prev_buf, list(zero))))
+    return old
 
 
 def _scalar_only(name: str, order: str, return_prev: bool, where: str) -> None:

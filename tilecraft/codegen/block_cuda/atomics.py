@@ -24,7 +24,7 @@ A mixin of `BlockPrinter` (printer.py), through `ParallelPrinter`.
 from __future__ import annotations
 
 from tilecraft.block import AllocateShared, SharedTensor
-from tilecraft.ir import Atomic, BufferRegion
+from tilecraft.ir import Atomic, BufferRegion, Const
 from tilecraft.ir.visitor import walk
 
 from ..cuda.cexpr import ctype
@@ -62,12 +62,12 @@ class AtomicPrinter:
 
     def _ordered(self, s: Atomic, ref: str) -> None:
         """Thread 0's atomic between fences (lowering put barriers around it: the block's
-        accesses before it are thread 0's by causality), its old value into `prev`."""
+        accesses before it are thread 0's by causality), its old value into `prev`; after an
+        acquire also a global async-proxy fence, for the TMA loads thread 0 issues later."""
         buf = s.dst.buffer
         if buf.scope == "global":
             self.written_by_one.add(buf)
-        value = convert(ctype(buf.dtype), self.p(s.src), self.exprs.value_ctype(s.src.dtype))
-        call = f"tc::atomic_{s.kind}(&{ref}, {value})"
+        call = f"tc::atomic_{s.kind}(&{ref}, {self._value(s)})"
         if s.prev is not None:
             t = self._shared_tensors().get(s.prev.buffer)
             if t is None:
@@ -78,8 +78,9 @@ class AtomicPrinter:
         if s.order in ("release", "acq_rel", "seq_cst"):
             self.w("  __threadfence();")
         self.w(f"  {call};")
-        if s.order in ("acquire", "acq_rel", "seq_cst"):
+        if s.order in ("acquire", "acq_rel", "seq_cst"):  # (TMA loads are thread 0's too)
             self.w("  __threadfence();")
+            self.w("  tc::fence_proxy_async_global();")
         self.w("}")
 
     def par_atomic(self, s: Atomic) -> None:
@@ -94,9 +95,17 @@ class AtomicPrinter:
         buf = s.dst.buffer
         if guard is not None and buf.scope == "global":
             self.written_by_one.add(buf)
-        value = convert(ctype(buf.dtype), self.p(s.src), self.exprs.value_ctype(s.src.dtype))
-        call = f"tc::atomic_{s.kind}(&{ref}, {value});  // T.atomic_{s.kind}"
+        call = f"tc::atomic_{s.kind}(&{ref}, {self._value(s)});  // T.atomic_{s.kind}"
         self.w(f"if ({guard}) {call}" if guard else call)
+
+    def _value(self, s: Atomic) -> str:
+        """The atomic's value as dst's C type (a constant too, unless its literal has that type:
+        `-3` is an int in C, and the int8 overload would not match it)."""
+        t, text = ctype(s.dst.buffer.dtype), self.p(s.src)
+        if isinstance(s.src, Const) and t not in ("int", "float", "double") \
+                and not text.startswith(f"tc::cast<{t}>("):
+            return f"tc::cast<{t}>({text})"
+        return convert(t, text, self.exprs.value_ctype(s.src.dtype))
 
     def _shared_tensors(self) -> dict:
         if getattr(self, "_shared_of", None) is None:

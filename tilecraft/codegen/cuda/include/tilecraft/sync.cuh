@@ -19,6 +19,14 @@ TC_DEVICE void named_barrier_arrive(int id, int nthreads) {
 
 TC_DEVICE void fence_block() { __threadfence_block(); }
 TC_DEVICE void fence_device() { __threadfence(); }
+// After an acquire (an ordered atomic's fence): what it made visible to this thread's generic
+// proxy, to its async proxy too, so TMA loads it issues next read what other blocks released
+// (sm_90+; nothing to do before, where there is no TMA).
+TC_DEVICE void fence_proxy_async_global() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#endif
+}
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define TC_HAS_CLUSTER 1
