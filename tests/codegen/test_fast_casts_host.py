@@ -331,3 +331,65 @@ def test_a_sum_of_bit_planes_is_one_fast_cast_exactly(tmp_path):
         got = np.array(rows[k])
         bad = np.argwhere(got != np.array(want))
         assert bad.size == 0, (bits, n, dst, t, [(int(c), int(i)) for c, i in bad[:4]])
+
+
+def _plane_bytes(codes: np.ndarray, bits: int) -> list[int]:
+    """The bytes of one plane: element j's `bits`-bit code at storage position
+    interleave_permutation(n, bits)[j] of the interleaved words."""
+    n = len(codes)
+    stored = np.zeros(n, np.int64)
+    stored[list(interleave_permutation(n, bits))] = codes
+    out = [0] * (n * bits // 8)
+    for i, c in enumerate(stored):
+        for k in range(bits):
+            if int(c) >> k & 1:
+                out[(i * bits + k) // 8] |= 1 << (i * bits + k) % 8
+    return out
+
+
+def test_six_bit_floats_from_their_two_planes_are_cast_exactly(tmp_path):
+    """`fast_cast_float_planes<E, M, BF16, N, S>`: 6-bit floats stored as uint2 (sign, top
+    magnitude bit) + uint4 (low bits) planes in interleaved words (quant/qmm.py), every code at
+    every position, to f16 and bf16, times 2^S from 0 to the bottom (the caller's fold), bit for
+    bit the interpreter's decode, scale and conversion (block/vm_ops.py `_cast_planes`)."""
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    cases = []
+    for src in ("float6_e3m2", "float6_e2m3"):
+        s = dt.resolve(src)
+        for dst in ("float16", "bfloat16"):
+            bottom = (127 if dst == "bfloat16" else 15) - s.bias
+            for n in (16, 32):
+                for scale in sorted({0, -1, -bottom}):
+                    cases.append((s, dst, n, scale))
+    calls, wants = [], []
+    for k, (s, dst, n, scale) in enumerate(cases):
+        hi_rows, lo_rows, want = [], [], []
+        for c in range(64):
+            codes = (c + 5 * np.arange(n)) % 64  # every code at every position over c
+            hi_rows.append(_plane_bytes(codes >> 4, 2))
+            lo_rows.append(_plane_bytes(codes & 15, 4))
+            values = s.decode(codes).astype(np.float64) * 2.0 ** scale
+            want.append(np.asarray(store_cast(dt.resolve(dst), values))
+                        .view(np.uint16).astype(np.int64))
+        wants.append(want)
+        table = lambda rows: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rows)  # noqa
+        func = (f"tc::fast_cast_float_planes<{s.exponent_bits}, {s.mantissa_bits}, "
+                f"{'true' if dst == 'bfloat16' else 'false'}, {n}, {scale}>")
+        calls.append(f"""{{
+  static const unsigned char hi[64][{n // 4}] = {{{table(hi_rows)}}};
+  static const unsigned char lo[64][{n // 2}] = {{{table(lo_rows)}}};
+  for (int c = 0; c < 64; ++c) {{
+    unsigned short o[{n}];
+    {func}(hi[c], lo[c], o);
+    printf("{k}");
+    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
+    printf("\\n");
+  }}
+}}""")
+    rows = _run(cxx, tmp_path, calls)
+    for k, (s, dst, n, scale) in enumerate(cases):
+        got = np.array(rows[k])
+        bad = np.argwhere(got != np.array(wants[k]))
+        assert bad.size == 0, (s.name, dst, n, scale, [(int(c), int(i)) for c, i in bad[:4]])

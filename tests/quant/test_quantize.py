@@ -41,9 +41,11 @@ def _zeros(qw) -> np.ndarray:
 
 def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
     """The packed format by the numpy reference: the codes in pack_layout(dtype), or for 3-, 5-,
-    6- and 7-bit integers the bit planes of the offset-binary code, side by side in each tile."""
+    6- and 7-bit integers the bit planes of the offset-binary code, for 6-bit floats the planes
+    of the code (its top 2 bits, its low 4), side by side in each tile."""
     t = dtypes.resolve(dtype)
-    planes = {3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (4, 2, 1)}.get(t.bits) if t.is_integer else None
+    planes = {3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (4, 2, 1)}.get(t.bits) if t.is_integer else \
+        (2, 4) if t.bits == 6 else None
     if planes is None:
         return pack_weight_tiles(codes, t.bits, pack_layout(dtype))
     u = codes.astype(np.int64) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)
@@ -262,6 +264,13 @@ def test_a_state_dict_whose_tensors_do_not_fit_its_metadata_is_refused():
     state["scales"] = state["scales"][:, :1]
     err = error_here(lambda: quant.QuantizedWeight.from_state_dict(state))  # ERR
     assert "`scales` has shape (64, 1), expected (64, 2)" in err.message
+
+
+def test_a_state_dict_of_an_earlier_packed_layout_is_refused():
+    state = quant.quantize(weight(N, K), "float6_e3m2", group_size=GROUP).state_dict()
+    state["format"] = "tilecraft.QuantizedWeight/1"  # (6-bit floats were one dense plane)
+    err = error_here(lambda: quant.QuantizedWeight.from_state_dict(state))  # ERR
+    assert "earlier tilecraft" in err.message and "quantize the float weight again" in err.message
 
 
 def test_quantize_is_reached_lazily_from_tilecraft_quant():

@@ -14,6 +14,7 @@ from .compute import (
                       UNARY_OPS,
                       BinaryOp,
                       Cast,
+                      CastPlanes,
                       Dot,
                       Fill,
                       Fma,
@@ -54,7 +55,7 @@ from .vm import run
 
 __all__ = [
     "BINARY_OPS", "REDUCE_KINDS", "UNARY_OPS", "AllocateGlobal", "AllocateRegister",
-    "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "Fma", "BlockTensor", "Cast",
+    "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "Fma", "BlockTensor", "Cast", "CastPlanes",
     "CopyAsync", "CopyAsyncBulk", "CopyAsyncCommitGroup", "CopyAsyncWaitGroup", "CumSumRegister",
     "Dot", "DotShared", "DotWaitGroup", "Exit", "Fill", "GlobalTensor", "Instruction",
     "LoadGlobal", "LoadShared", "MbarrierArrive", "MbarrierExpect", "MbarrierInit", "MbarrierWait",

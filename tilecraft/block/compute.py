@@ -185,6 +185,40 @@ class Cast(SrcOut):
 
 
 @dataclass(frozen=True)
+class CastPlanes(Instruction):
+    """`out = cast_planes(hi, lo, dtype, scale)`: the float `dtype` whose codes are
+    hi * 2^(lo's bits) + lo, element by element (its codes stored as two bit planes: the top
+    bits and the low bits, each a register tensor of unsigned codes), times 2^scale, converted
+    to out's type as a GPU store does. hi, lo and out hold the same elements (each layout may
+    order a thread's registers its own way: quant/qmm.py stores 6-bit float weights so, cast by
+    one `tc::fast_cast_float_planes`, fast_cast.cuh)."""
+
+    hi: RegisterTensor
+    lo: RegisterTensor
+    out: RegisterTensor
+    dtype: Any  # the float type of the codes (a DataType)
+    scale: int = 0
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "cast_planes"
+
+    @classmethod
+    def create(cls, hi: RegisterTensor, lo: RegisterTensor, out: RegisterTensor, dtype: Any,
+               scale: int = 0, span: Span | None = None) -> CastPlanes:
+        return cls(hi, lo, out, dt.resolve(dtype), int(scale), user_span(span))
+
+    def reads(self):
+        return (self.hi, self.lo)
+
+    def writes(self):
+        return (self.out,)
+
+    def script(self) -> str:
+        scale = f", scale={self.scale}" if self.scale else ""
+        return (f"cast_planes({self.hi.name}, {self.lo.name}, {self.dtype}{scale}, "
+                f"out={self.out.name})")
+
+
+@dataclass(frozen=True)
 class View(SrcOut):
     """`out = view(src, dtype, layout)`: reinterpret every thread's bits (free on the GPU): both
     layouts span the block's threads and each thread holds the same number of bits; thread t's

@@ -16,7 +16,18 @@ from tilecraft.ir import For, If, LetStmt, SeqStmt, Stmt, While
 from tilecraft.ir.visitor import walk
 from tilecraft.layout import Fragment, LayoutError, check_view
 
-from .compute import BinaryOp, Cast, Dot, Fma, ReduceRegister, UnaryOp, View, operands, result_dtype
+from .compute import (
+    BinaryOp,
+    Cast,
+    CastPlanes,
+    Dot,
+    Fma,
+    ReduceRegister,
+    UnaryOp,
+    View,
+    operands,
+    result_dtype,
+)
 from .dot_shared import DotShared, check_dot_shared
 from .instructions import AllocateGlobal, AllocateRegister, AllocateShared, Instruction, ViewGlobal
 from .mbarrier import CopyAsyncBulk
@@ -210,6 +221,23 @@ def _cast(s: Cast) -> None:
         raise _bad(s, f"`{s.src.name}` has layout {s.src.layout!r} but `{s.out.name}` has "
                    f"{s.out.layout!r}: a cast may reorder each thread's elements (the same way "
                    "in every thread), not move them between threads")
+
+
+@_check(CastPlanes)
+def _cast_planes(s: CastPlanes) -> None:
+    from tilecraft.layout.permute import local_permutation
+
+    t, hi, lo = s.dtype, s.hi.dtype, s.lo.dtype
+    if not t.is_float or t.has_nan or t.has_inf or t.bits > 8:
+        raise _bad(s, f"{t} is not a float of at most 8 bits with every code finite")
+    if hi.kind != "uint" or lo.kind != "uint" or hi.bits + lo.bits != t.bits:
+        raise _bad(s, f"the planes {hi} and {lo} (unsigned, top bits first) do not make "
+                   f"{t.bits}-bit codes")
+    for x in (s.hi, s.lo):
+        if tuple(x.shape) != tuple(s.out.shape) or (
+                x.layout != s.out.layout and local_permutation(x.layout, s.out.layout) is None):
+            raise _bad(s, f"`{x.name}` {list(x.shape)} ({x.layout!r}) does not hold the elements "
+                       f"of `{s.out.name}` {list(s.out.shape)} ({s.out.layout!r}) in each thread")
 
 
 @_check(View)

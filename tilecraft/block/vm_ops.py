@@ -24,6 +24,7 @@ from . import transfer as tr
 from .compute import (
     BinaryOp,
     Cast,
+    CastPlanes,
     Dot,
     Fill,
     Fma,
@@ -282,6 +283,16 @@ def _cast(vm: BlockVM, s: Cast) -> None:
     if s.out.layout != s.src.layout:  # (the verifier checked the permutation exists)
         out = apply_permutation(out, local_permutation(s.src.layout, s.out.layout))
     vm.regs[s.out] = out
+
+
+@rule(CastPlanes)
+def _cast_planes(vm: BlockVM, s: CastPlanes) -> None:
+    """codes = hi * 2^(lo's bits) + lo on the logical tile, their values times 2^scale (exact:
+    a power of two), converted as a store to out's type converts."""
+    hi = vm.to_logical(s.hi).astype(np.int64)
+    lo = vm.to_logical(s.lo).astype(np.int64)
+    values = values_of(s.dtype, (hi << s.lo.dtype.bits) | lo).astype(np.float64)
+    vm.regs[s.out] = vm.to_threads(s.out, store_cast(s.out.dtype, values * 2.0 ** s.scale))
 
 
 @rule(View)

@@ -203,6 +203,22 @@ def cast_register(x: RegisterTensor, dtype: Any, layout: Any = None) -> Register
     return out
 
 
+def cast_planes(hi: RegisterTensor, lo: RegisterTensor, dtype: Any, out_dtype: Any,
+                layout: Any = None, scale: int = 0) -> RegisterTensor:
+    """The float `dtype` whose codes are stored as two bit planes, `hi` (the top bits) and `lo`
+    (the low bits), each a register tensor of unsigned codes over the same elements, converted
+    to `out_dtype` times 2^scale, in `layout` (default lo's; each thread's registers may be
+    ordered differently from the planes'): a 6-bit float as uint2 + uint4 planes (quant/qmm.py),
+    cast by one fast routine where the planes are interleaved words."""
+    from tilecraft.block import CastPlanes
+
+    hi, lo = as_register(hi, "cast_planes"), as_register(lo, "cast_planes")
+    out = _register(out_dtype, lo.layout if layout is None else layout, "cast")
+    in_kernel("T.cast_planes").emit(CastPlanes.create(hi, lo, out, dtype, scale,
+                                                      span=current_span()))
+    return out
+
+
 def view(x: RegisterTensor, dtype: Any = None, layout: Any = None) -> RegisterTensor:
     """`x`'s registers reinterpreted, at no cost, as a tensor of `dtype` laid out by `layout`
     (each defaults to x's). Thread t's elements, in local order, are one bit string (element i

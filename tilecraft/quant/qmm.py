@@ -53,10 +53,14 @@ def pack_layout(dtype: Any) -> Fragment:
 
 
 def plane_bits(dtype: Any) -> tuple[int, ...] | None:
-    """The bit planes a 3-, 5-, 6- or 7-bit integer type is stored in (most significant first),
-    or None (one plane: the type's own codes). (7 bits as planes: session 18, once the three
-    planes cast in place, benchmarks/NOTES.md; before that the dense 7-bit field was faster.)"""
+    """The bit planes a 3-, 5-, 6- or 7-bit integer type or a 6-bit float is stored in (most
+    significant first), or None (one plane: the type's own codes). (7 bits as planes: session
+    18, once the three planes cast in place, benchmarks/NOTES.md; before that the dense 7-bit
+    field was faster. 6-bit floats: the sign and top magnitude bit, then the low 4 bits, which
+    `tc::fast_cast_float_planes` places with a window and a mask each, session 19.)"""
     t = resolve(dtype)
+    if t.is_float:
+        return (2, 4) if t.bits == 6 and t.f16_headroom else None
     if not t.is_integer:
         return None
     return {3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (4, 2, 1)}.get(t.bits)
@@ -121,7 +125,9 @@ def _decode_traits(bits: int, wtype: Any, N: int) -> tuple[int, int, bool, bool]
     slices); 7-bit takes two stages. float8 takes one tile a warp and three stages, unrolled,
     unless two tiles still make two blocks per SM (57344 x 8192: 3 stages there were 22%
     slower); so do 8-bit integers where two tiles make one to two blocks per SM (28672 x 8192,
-    M = 1: 4.5-5% faster, session 18; other N unmeasured)."""
+    M = 1: 4.5-5% faster, session 18; other N unmeasured). 6-bit floats, cast from their two
+    planes since session 19, take the short casts' traits (28672 x 8192, M = 1 / 16: 58.9 /
+    63.3 -> 50.8 / 57.8 us against the long casts' split and unrolling)."""
     t = resolve(wtype) if wtype is not None else None
     integer = t is None or t.is_integer
     wide = N // 128 >= 2 * SMS
@@ -130,9 +136,9 @@ def _decode_traits(bits: int, wtype: Any, N: int) -> tuple[int, int, bool, bool]
     if integer:
         factor = {3: 8, 5: 4, 7: 8}.get(bits, 1)
         return factor, 2 if bits == 7 else 4, True, True
-    if bits == 4:  # float4 (a short cast: interleaved words, the scale folded in)
-        return 1, 4, True, True
-    return 4, 4, True, False  # float6 and the other floats (long: unrolled by two)
+    if bits == 4 or plane_bits(t):  # float4 (interleaved words), 6-bit floats (two planes):
+        return 1, 4, True, True      # short casts, the scale folded in
+    return 4, 4, True, False  # the other floats (long: unrolled by two)
 
 
 def _splits(K: int, BK: int, group: int, split: int) -> bool:

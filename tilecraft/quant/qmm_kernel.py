@@ -56,6 +56,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     w_layout = spatial(warps, 1) * local(rows, 1) * mma_layout()  # (BN, 64): the mma A operand
     c_layout = spatial(warps, 1) * local(rows, 1) * pack_layout(wtype)  # the codes as packed
     planes = plane_bits(wtype)  # 3-, 5-, 6-bit ints: bit planes of the offset-binary code
+    fplanes = planes is not None and resolve(wtype).is_float  # 6-bit floats: two planes
     offset = (1 << (bits - 1)) if planes and resolve(wtype).kind == "int" else 0
     plane_at = [(p, sum(planes[:i]) * 128, bits - sum(planes[:i + 1]))  # (bits, bytes, shift)
                 for i, p in enumerate(planes or ())]
@@ -105,7 +106,15 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s, disable_tma=not tma)
                 zf = None  # the k step's zeros as X's type (zero_codes)
                 for j in steps:  # a Python list: unrolled at parse time (constant offsets)
-                    if planes:  # each plane cast (times its weight 2^shift), the sum
+                    if planes and fplanes:  # a float's codes from its two planes, one cast
+                        v = []
+                        for p, at, _ in plane_at:
+                            pb = T.load_shared(W_s, layout=byte_layout(warps, rows, p),
+                                               offset=[0, j * tile_bytes + at])
+                            pl = spatial(warps, 1) * local(rows, 1) * pack_layout(f"uint{p}")
+                            v.append(T.view(pb, dtype=f"uint{p}", layout=pl))
+                        w = T.cast_planes(v[0], v[1], wtype, xtype, layout=w_layout, scale=-fold)
+                    elif planes:  # each plane cast (times its weight 2^shift), the sum
                         w = None
                         for p, at, shift in plane_at:
                             pb = T.load_shared(W_s, layout=byte_layout(warps, rows, p),

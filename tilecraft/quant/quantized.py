@@ -43,6 +43,10 @@ N_TILE = 64  # N must be a multiple of this (the packed tiles are 16 rows; the k
 SCHEMES = ("symmetric", "asymmetric")
 SCALE_DTYPES = ("float16", "bfloat16")
 
+#: the state_dict format: its number changes with the packed layout of any type (2: 6-bit
+#: floats as bit planes, session 19; 7-bit integers as three planes, session 18)
+FORMAT = "tilecraft.QuantizedWeight/2"
+
 
 # ---- errors at the user's line ----------------------------------------------------------------
 def user_span() -> Span | None:
@@ -227,7 +231,7 @@ class QuantizedWeight:
 
     def state_dict(self) -> dict[str, Any]:
         """A plain dict: the tensors and the metadata (`QuantizedWeight.from_state_dict`)."""
-        return {"format": "tilecraft.QuantizedWeight/1", "packed": self.packed,
+        return {"format": FORMAT, "packed": self.packed,
                 "scales": self.scales, "zeros": self.zeros, "dtype": self.dtype,
                 "group_size": self.group_size, "shape": self.shape,
                 "zero_point": self.zero_point, "scheme": self.scheme}
@@ -235,9 +239,13 @@ class QuantizedWeight:
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> QuantizedWeight:
         fields = dict(state)
-        if fields.pop("format", None) != "tilecraft.QuantizedWeight/1":
-            raise refuse("quant.QuantizedWeight.from_state_dict", "the dict was not made by "
-                         "QuantizedWeight.state_dict()")
+        tag = fields.pop("format", None)
+        if tag != FORMAT:
+            what = "was made by an earlier tilecraft, whose packed bytes are laid out " \
+                "differently (quantize the float weight again)" if isinstance(tag, str) and \
+                tag.startswith("tilecraft.QuantizedWeight/") else \
+                "was not made by QuantizedWeight.state_dict()"
+            raise refuse("quant.QuantizedWeight.from_state_dict", f"the dict {what}")
         return cls(**fields)
 
     def __repr__(self) -> str:

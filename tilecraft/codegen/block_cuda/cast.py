@@ -11,7 +11,7 @@ thing `_Cast` asks (compute.py); without a plan the element-wise form prints.
 
 from __future__ import annotations
 
-from tilecraft.block.compute import BinaryOp, Cast
+from tilecraft.block.compute import BinaryOp, Cast, CastPlanes
 from tilecraft.block.select_cast import CastPlan, FusedCast
 from tilecraft.block.select_planes import PlaneCast
 
@@ -45,6 +45,27 @@ class CastPrinter:
             what = f"- {plan.zero}: the zero point joins the magic number"
         self.w(f"{plan.plan.func}({src}, {self.tensor(s.out)});  // cast, then {what}")
         return True
+
+    def _CastPlanes(self, s: CastPlanes) -> None:
+        """A 6-bit float from its uint2 + uint4 planes in interleaved words, to f16 / bf16 in
+        natural order: `tc::fast_cast_float_planes` (anything else is refused)."""
+        from tilecraft.layout.permute import interleave_permutation, local_permutation
+
+        t, out, n = s.dtype, s.out.dtype, s.out.layout.local_size
+        bottom = -((127 if out.name == "bfloat16" else 15) - t.bias)
+        ok = t.bits == 6 and (s.hi.dtype.bits, s.lo.dtype.bits) == (2, 4) and n % 16 == 0 \
+            and out.name in ("float16", "bfloat16") and s.scale >= bottom and all(
+                local_permutation(x.layout, s.out.layout) == interleave_permutation(n, x.dtype.bits)
+                for x in (s.hi, s.lo))
+        if not ok:
+            raise self.refuse(s, f"cast_planes of {t} from {s.hi.dtype} + {s.lo.dtype} planes "
+                              f"to {out} in these layouts (tilecraft casts 6-bit floats from "
+                              "uint2 + uint4 planes in interleaved words, to f16 or bf16)")
+        bf16 = "true" if out.name == "bfloat16" else "false"
+        func = f"tc::fast_cast_float_planes<{t.exponent_bits}, {t.mantissa_bits}, {bf16}, {n}" + \
+            (f", {s.scale}>" if s.scale else ">")
+        self.w(f"{func}({self.tensor(s.hi)}, {self.tensor(s.lo)}, {self.tensor(s.out)});  "
+               "// planes: fields in place, per pair SHF + LOP3 each")
 
     def fast_cast(self, s: Cast) -> bool:
         """Print `s` by its fast plan; False when it has none."""

@@ -17,6 +17,8 @@
 //   fast_cast_planes<BA, BB, BC, BF16, N, T>(a, b, c, dst)  a * 2^(BB + BC) + b * 2^BC + c - T
 //       from the interleaved words of 1-, 2- or 4-bit planes (the 3-, 5-, 6-bit ints' storage:
 //       quant/qmm.py), each pair's fields OR'd under the magic number, one subtraction
+//   fast_cast_float_planes<E, M, BF16, N, S>(hi, lo, dst)  6-bit floats (every code finite)
+//       stored as interleaved uint2 + uint4 planes (quant/qmm.py), times 2^S (S <= 0)
 //   fast_cast_e4m3_cvt<N>(src, dst)  float8_e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (sm_89+), NaNs as
 //       fast_cast_float makes them (a thread with a NaN code casts again by it)
 //   fast_cast_float<E, M, SPECIAL, BF16, N, ILV, S>(src, dst) 1 + E + M bit floats (f16: E <= 4,
@@ -557,6 +559,50 @@ TC_DEVICE void fast_cast_float(const void* src, void* dst) {
   }
 }
 
+// ---- 6-bit floats from two bit planes ---------------------------------------------------------
+// x << d for d >= 0, else x >> -d (d a compile-time constant in the unrolled loops)
+TC_DEVICE u32 shift(u32 x, int d) { return d >= 0 ? x << d : x >> -d; }
+
+// 1 + E + M = 6-bit floats without special codes whose codes are stored as two planes in
+// interleaved words: hi (the sign and the top magnitude bit: 2-bit fields, pair k of a word at
+// slots k and k + 8) and lo (the low 4 bits: nibbles k and k + 4). Each pair's fields go
+// straight to their places in the result's halves: the 5 magnitude bits under the exponent
+// field (lowest at L = MD - M), the sign on top, which reads as the value times
+// 2^-(BIASD - BIAS) (every code finite, subnormals included); then times 2^(BIASD - BIAS + S)
+// unless that is 1 (S at the bottom: the caller folded it into its scales). Per pair: lo one
+// SHF + LOP3, hi one SHF + LOP3 (f16 e3m2: the sign bits spread once per word, 3 above the top
+// magnitude bit, so one window places both) or two (other formats), the OR.
+template <int E, int M, bool BF16, int N, int S = 0>
+TC_DEVICE void fast_cast_float_planes(const void* hi, const void* lo, void* dst) {
+  constexpr int MD = BF16 ? 7 : 10, L = MD - M, TOP = L + 4;  // the magnitude's low, top bits
+  constexpr int BIAS = (1 << (E - 1)) - 1, BIASD = BF16 ? 127 : 15, UP = BIASD - BIAS + S;
+  static_assert(1 + E + M == 6 && N % 16 == 0, "6-bit floats, whole plane words");
+  static_assert(UP >= 0, "times 2^S: down to the codes' own bits");
+  constexpr u32 mlo = (0xFu << L) * 0x10001u, mtop = (1u << TOP) * 0x10001u;
+  constexpr u32 sign = 0x80008000u, scale = (u32(UP + BIASD) << MD) * 0x10001u;
+  constexpr bool spread = 15 - TOP == 3;  // (f16 e3m2) a slot's sign moves 2 up: odd to odd
+#pragma unroll
+  for (int q = 0; q < N / 16; ++q) {
+    const u32 h = word<2, N>(hi, q);
+    // slot k's top bit at 2k, its sign at 2k + 3 (k < 7: slots 7 and 15 take the window of h)
+    const u32 hs = spread ? (h & 0x55555555u) | ((h & 0x2AAA2AAAu) << 2) : 0u;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int p = q * 8 + k;  // the pair
+      const u32 l = word<4, N>(lo, p / 4);
+      const u32 m = shift(l, L - 4 * (p % 4)) & mlo;
+      u32 t;
+      if (spread && k < 7) {
+        t = shift(hs, TOP - 2 * k) & (mtop | sign);
+      } else {
+        t = (shift(h, TOP - 2 * k) & mtop) | (shift(h, 14 - 2 * k) & sign);
+      }
+      const u32 r = m | t;
+      put2<N>(dst, p, UP ? mul2<BF16>(r, scale) : r);
+    }
+  }
+}
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 // the two float8_e4m3 codes in the low 16 bits of `a` as an f16 pair (sm_89+)
 TC_DEVICE u32 cvt_e4m3x2(u32 a) {
@@ -587,6 +633,7 @@ TC_DEVICE void fast_cast_e4m3_cvt(const void* src, void* dst) {
 }  // namespace fast
 
 using fast::fast_cast_float;
+using fast::fast_cast_float_planes;
 using fast::fast_cast_int;
 using fast::fast_cast_int_z;
 using fast::fast_cast_planes;
