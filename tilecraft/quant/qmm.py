@@ -154,7 +154,8 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     of two 16-row weight tiles each (128 channels a block; one tile, 64 channels, when that
     leaves SMs idle), tokens padded to 8 or 16, K split until the blocks number about 200 (400
     with one tile; more for the types with long casts: `_decode_traits`; split-K adds a
-    reduction kernel), scales applied to each group's f32 products where groups are whole k
+    reduction kernel, or where N's tiles do not fill the SMs the tile's last block adds the
+    slices: `last_block`), scales applied to each group's f32 products where groups are whole k
     steps. Larger M: 8 warps of one 16-row tile each, 256 tokens (from M = 512; 128 from M =
     65, else 64), k steps of 64, on wgmma with the weight from registers on sm_90a (one wgmma
     left in flight while the next step dequantizes: pipeline_copies); K split in two when the
@@ -186,8 +187,14 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
         split *= 2
     KS = K // split  # scales multiply each group's products when groups are whole k steps
     acc_scale = group % BK == 0 and (KS % group == 0 or group == K)
+    # the slices added by the tile's last block (one launch) where N's tiles do not fill the
+    # SMs, so K is split to fill them (8192 x 8192, M = 1: uint4 19.0 -> 17.0 us, 1024 x 8192
+    # 10.0 -> 8.2); with N's tiles filling them (28672 x 8192, the 3-, 5-, 7-bit types' 4-8
+    # slices) the blocks' ordered counts cost more than the second kernel (session 19)
+    last = split > 1 and N // 128 < SMS
     return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split,
-                acc_scale=acc_scale, unroll=stages if short else 2, tma=bits > 2)
+                acc_scale=acc_scale, unroll=stages if short else 2, tma=bits > 2,
+                last_block=last)
 
 
 _PLANS: dict = {}  # (shapes, types, options, switches) -> (kernel, reducer or None, split)
@@ -255,7 +262,8 @@ def _plan(key: tuple, config: dict | None) -> tuple:
         cfg.setdefault("fold_scales", True)  # (unless the caller's config says otherwise)
     kernel = qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias, **cfg)
     split = cfg["split"]
-    reducer = qmm_reduce(M, N, split, xtype, has_bias) if split > 1 else None
+    reducer = qmm_reduce(M, N, split, xtype, has_bias) \
+        if split > 1 and not cfg.get("last_block") else None
     _PLANS[key] = plan = (kernel, reducer, split)
     return plan
 
@@ -317,10 +325,37 @@ def _launch(x: Any, bias: Any, kernel: Any, reducer: Any, split: int, w: Any, s:
     p = torch.empty((split, M, N) if split > 1 else (1, 1, 1), dtype=torch.float32,
                     device=x.device)
     b = bias.to(x.dtype).contiguous() if bias is not None else b0  # (b0: unread without bias)
-    kernel(x, w, s, z, b, y, p)
-    if reducer is not None:
-        reducer(p, b, y)
+    if split == 1 or reducer is not None:
+        c = _NO_COUNTS.get(x.device)
+        kernel(x, w, s, z, b, y, p, c if c is not None else _no_counts(x.device))
+        if reducer is not None:
+            reducer(p, b, y)
+        return y
+    key = (kernel, x.device, torch.cuda.current_stream(x.device).cuda_stream
+           if x.device.type == "cuda" else None)
+    counts = _COUNTS.get(key)
+    if counts is None:  # zero once: every call's last blocks set them back to zero
+        counts = _COUNTS[key] = torch.zeros(kernel.func.params[-1].shape, dtype=torch.int32,
+                                            device=x.device)
+    try:
+        kernel(x, w, s, z, b, y, p, counts)
+    except BaseException:  # (a call that stopped part way may leave counts behind)
+        _COUNTS.pop(key, None)
+        raise
     return y
+
+
+#: (kernel, device, stream) -> the arrival counts of its tiles (qmm_kernel's `last_block`):
+#: one array per stream, so that calls on different streams never share one
+_COUNTS: dict = {}
+_NO_COUNTS: dict = {}  # device -> the (1, 1) counts a kernel without them takes
+
+
+def _no_counts(device: Any) -> Any:
+    import torch
+
+    _NO_COUNTS[device] = c = torch.zeros(1, 1, dtype=torch.int32, device=device)
+    return c
 
 
 def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches: tuple) -> tuple:

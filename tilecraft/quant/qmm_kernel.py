@@ -23,7 +23,7 @@ def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
                acc_scale=False, zero_products=True, unroll=0, tma=True, zero_codes=False,
-               fold_scales=False, zero_fma=True):
+               fold_scales=False, zero_fma=True, last_block=False):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
@@ -44,7 +44,11 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     `zero_fma`: f16 zeros (not codes) with the scales on the weights take one fused multiply-add
     a weight, q s + (-z s), instead of a subtraction and a multiplication: z s is rounded once
     more (to f16, as AWQ's and Marlin's kernels do; about z 2^-12 of a step), 4-5% faster at
-    M = 4096 (benchmarks/NOTES.md, session 18)."""
+    M = 4096 (benchmarks/NOTES.md, session 18).
+    `last_block` (split > 1): each block writes its partial sums to P and counts itself in
+    C[bn, bm] (an atomic that returns the count, ordered acq_rel); the tile's last block adds
+    the slices in order, as `qmm_reduce` does (the same bits), writes Y and sets the count
+    back to 0 for the next call: one launch instead of two (C starts at zero: the caller)."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -63,6 +67,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     u_layout = byte_layout(warps, rows, bits)
     s_layout = w_layout.reduce(1, keepdim=True)  # a row's scale, where the row's elements are
     p_shape = (split, M, N) if split > 1 else (1, 1, 1)  # partial sums (unused when split = 1)
+    c_shape = (N // BN, -(-M // BM)) if split > 1 and last_block else (1, 1)  # arrivals a tile
     per_group = group // BK if acc_scale else 0  # k steps per scale group
     assert not acc_scale or (group % BK == 0 and (KS % group == 0 or G == 1)), \
         "acc_scale needs whole groups of whole k steps in every K slice"
@@ -79,7 +84,8 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     @T.prim_func
     def qmm(X: T.Tensor((M, K), xtype), Wp: T.Tensor((N // 16, K // 64 * tile_bytes), "uint8"),
             S: T.Tensor((N, G), xtype), Z: T.Tensor((N, G), ztype), B: T.Tensor((N,), xtype),
-            Y: T.Tensor((M, N), xtype), P: T.Tensor(p_shape, "float32")):
+            Y: T.Tensor((M, N), xtype), P: T.Tensor(p_shape, "float32"),
+            C: T.Tensor(c_shape, "int32")):
         with T.Kernel(N // BN, T.ceildiv(M, BM), split, threads=32 * warps) as (bn, bm, bs):
             X_s = T.alloc_shared((BM, BK), xtype)
             W_s = T.alloc_shared((BN // 16, r * tile_bytes), "uint8")
@@ -179,6 +185,21 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                         Y[bm * BM + t, bn * BN + i] = acc[i, t] + B[bn * BN + i]
                     else:
                         Y[bm * BM + t, bn * BN + i] = acc[i, t]
+            if split > 1 and last_block:
+                arrived = T.atomic_add(C[bn, bm], 1, memory_order="acq_rel", return_prev=True)
+                if arrived == split - 1:  # the tile's last slice: all are in P
+                    T.clear(acc)
+                    for p in T.serial(split):  # (in order: qmm_reduce's sums, bit for bit)
+                        for i, t in T.Parallel(BN, BM):
+                            if bm * BM + t < M:
+                                acc[i, t] += P[p, bm * BM + t, bn * BN + i]
+                    for i, t in T.Parallel(BN, BM):
+                        if bm * BM + t < M:
+                            if has_bias:
+                                Y[bm * BM + t, bn * BN + i] = acc[i, t] + B[bn * BN + i]
+                            else:
+                                Y[bm * BM + t, bn * BN + i] = acc[i, t]
+                    C[bn, bm] = 0  # (every block of the tile has counted: ready for the next)
 
     return qmm
 
