@@ -315,3 +315,15 @@ def test_previous_values_on_the_gpu_match_the_interpreter():
     tilecraft.compile(func, target="cuda")(*dev)
     for x, y in zip(want, dev):
         np.testing.assert_array_equal(x, y.cpu().numpy())
+
+
+def test_the_hidden_element_does_not_take_a_parameters_name():
+    @T.prim_func
+    def k(C: T.Tensor((4,), "int32"), C_prev: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=32):
+            C_prev[0] = T.atomic_add(C[0], 1, return_prev=True)
+
+    assert "C_prev_1 = T.alloc_shared((1,), 'int32')" in k.script()
+    c, p = np.array([5, 0, 0, 0], np.int32), np.zeros(1, np.int32)
+    interp.run(k, [c, p])
+    assert c[0] == 6 and p[0] == 5

@@ -128,6 +128,7 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
             for arg in fdef.args.args:
                 with at_span(self.src.span(arg)):
                     params.append(self._param(arg, dynamic))
+                self.builder.unique_name(arg.arg)  # (taken: a local or hidden name gets a suffix)
             body = self.block(fdef.body)
         return PrimFunc(fdef.name, tuple(params), body, tuple(dynamic.values()),
                         self.src.span(fdef))
