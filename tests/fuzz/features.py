@@ -39,6 +39,8 @@ HELP = {
     "pipelined": "T.Pipelined loops",
     "atomic_parallel": "scalar atomics inside T.Parallel",
     "atomic_exotic": "atomics on element types without a native instruction",
+    "atomic_ordered": "block-level atomics that return the old value, ordered (acq_rel / "
+                      "seq_cst): the last block to count itself in a cell copies the cell's sum",
     "reduce_shared": "reductions reading a shared tile",
     "var_alias": "`y = x` with x a T.alloc_var (a bare var on the right of an assignment)",
     "rebind_parallel": "rebinding inside T.Parallel bodies (refused with TC116 today)",
@@ -76,6 +78,7 @@ class Features:
     pipelined: bool = True
     atomic_parallel: bool = True
     atomic_exotic: bool = True
+    atomic_ordered: bool = True
     reduce_shared: bool = True
     var_alias: bool = True
     rebind_parallel: bool = True

@@ -70,6 +70,7 @@ class Program:
         for p in self.params():
             rng = np.random.default_rng([self.seed, zlib.crc32(p.name.encode())])
             out[p.name] = p.scalar_value if p.is_scalar else \
+                np.zeros(p.shape, D.get(p.dtype).np) if p.zeros else \
                 D.random_values(rng, p.shape, D.get(p.dtype))
         return out
 

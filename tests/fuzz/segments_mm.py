@@ -148,12 +148,30 @@ class AtomicSeg(Segment):
         self.idx = [nm.fresh("i"), nm.fresh("j")]
         self._params = [Param(self.x_name, x_shape, self.t.name),
                         Param(self.y_name, y_shape, self.t.name)]
+        # counted: each block also counts itself in its cell (an ordered atomic that returns
+        # the count); the cell's last block copies the cell's total into Z and resets the count
+        self.counted = self.form == "scalar" and f.atomic_ordered and r.random() < 0.5
+        if self.counted:
+            self.order = r.choice(["acq_rel", "seq_cst"])
+            self.c_name, self.z_name, self.n = nm.fresh("C"), nm.fresh("Z"), nm.fresh("n")
+            self._params += [Param(self.c_name, y_shape, "int32", zeros=True),
+                             Param(self.z_name, y_shape, self.t.name)]
 
     def lines(self, ctx: Ctx) -> list[str]:
         fn = f"T.atomic_{self.kind}"
         if self.form == "scalar":
-            return [f"{fn}({self.y_name}[{ctx.by} % {self.ry}, {ctx.bx} % {self.rx}], "
-                    f"{self.x_name}[{ctx.by}, {ctx.bx}])"]
+            cell = f"{ctx.by} % {self.ry}, {ctx.bx} % {self.rx}"
+            out = [f"{fn}({self.y_name}[{cell}], {self.x_name}[{ctx.by}, {ctx.bx}])"]
+            if self.counted:  # (the blocks of a cell: those with its row and column residues)
+                gx, gy = ctx.grid
+                count = (f"(({gy - 1} - {ctx.by} % {self.ry}) // {self.ry} + 1) * "
+                         f"(({gx - 1} - {ctx.bx} % {self.rx}) // {self.rx} + 1)")
+                out += [f"{self.n} = T.atomic_add({self.c_name}[{cell}], 1, "
+                        f'memory_order="{self.order}", return_prev=True)',
+                        f"if {self.n} == {count} - 1:",
+                        f"    {self.z_name}[{cell}] = {self.y_name}[{cell}]",
+                        f"    {self.c_name}[{cell}] = 0"]
+            return out
         tm, tn = self.shape
         out = [_alloc(self.b, self.scope, self.shape, self.t),
                f"T.copy({self.pl.at(ctx, self.x_name)}, {self.b})"]
@@ -200,6 +218,9 @@ class AtomicSeg(Segment):
         elif not self.t.is_float:
             v = np.asarray(D.wrap(np.asarray(v, dtype=object), self.t), dtype=object)
         state[self.y_name] = V(self.t, v, e, dc)
+        if self.counted:  # every cell has a block: its last one copied the total
+            state[self.z_name] = state[self.y_name]
+            state[self.c_name] = M.exact(np.zeros(v.shape, dtype=np.int64), D.get("int32"))
 
 
 class ScalarSeg(Segment):

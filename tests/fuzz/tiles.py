@@ -25,6 +25,7 @@ class Param:
     shape: tuple
     dtype: str
     scalar_value: int | float | None = None  # a scalar parameter when set
+    zeros: bool = False  # starts at zeros (an arrival count), not random values
 
     @property
     def is_scalar(self) -> bool:
