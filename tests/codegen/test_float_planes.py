@@ -111,3 +111,18 @@ def test_the_quantized_matmul_casts_6_bit_float_weights_from_their_planes(M, xty
     kernel = qmm_kernel(M, N, K, "float6_e3m2", xtype, 128, 0, False, False, **cfg)
     src = generate_cuda(kernel.func, "sm_90a").source
     assert want in src and "tc::fast_cast_float<" not in src
+
+
+def test_a_scale_above_one_is_refused_on_the_gpu_and_a_fraction_at_its_line():
+    kernel = planes_tile("float6_e3m2", "float16", 2)
+    codes, hi, lo = _tile("float6_e3m2", 4)
+    want = store_cast(dt.resolve("float16"), dt.resolve("float6_e3m2").decode(codes.numpy())
+                      .astype(np.float64) * 4.0)
+    np.testing.assert_array_equal(kernel(hi, lo).view(torch.int16).numpy(),
+                                  np.asarray(want).view(np.int16))  # (the VM takes any scale)
+    with pytest.raises(TilecraftError) as info:
+        generate_cuda(kernel.func, "sm_90a")
+    assert info.value.code == "TC502" and "<= s <= 0" in info.value.message
+    with pytest.raises(TilecraftError) as info:
+        planes_tile("float6_e3m2", "float16", 0.5).func
+    assert info.value.code == "TC603" and "an int" in info.value.message

@@ -239,3 +239,12 @@ def test_prepared_calls_share_the_converted_scales_and_stay_bounded(monkeypatch)
     entries = list(qmm._CALLS[qw].values())
     assert [h[0] for h in qmm._CALLS[qw]] == [2, 3, 4]
     assert all(e[5] is entries[0][5] for e in entries)  # one bf16 copy of the scales
+
+
+def test_a_6_bit_float_weight_with_a_zero_point_subtracts_it():
+    """(the planes' cast does not take the zero: it is subtracted after it)"""
+    qw = quant.quantize(weight(128, 256, seed=8), "float6_e3m2").replace(zero_point=1.0)
+    x = torch.randn(5, 256).half()
+    ref = x.double() @ qw.dequantize().double().T
+    y = quant.matmul(x, qw)
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2

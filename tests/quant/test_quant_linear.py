@@ -78,6 +78,17 @@ def test_loading_takes_the_metadata_of_the_state_dict():
     assert torch.equal(fresh.qweight.dequantize(), q.qweight.dequantize())
 
 
+def test_a_module_state_of_an_earlier_packed_layout_is_refused_on_load():
+    q = QuantLinear.from_linear(_linear(seed=3), "float6_e3m2", group_size=64)
+    state = q.state_dict()
+    key = next(k for k in state if k.endswith("_extra_state"))
+    state[key] = {**state[key], "format": "tilecraft.QuantizedWeight/1"}  # (one dense plane)
+    fresh = QuantLinear(128, 64, dtype="float6_e3m2", group_size=64)
+    with pytest.raises(Exception) as info:
+        fresh.load_state_dict(state)
+    assert "earlier tilecraft" in str(info.value)
+
+
 def test_casting_the_module_reaches_the_bias_but_not_the_scales():
     q = QuantLinear.from_linear(_linear(seed=4), "uint4", group_size=64, scale_dtype="bfloat16")
     scales, zeros = q.scales.clone(), q.zeros.clone()

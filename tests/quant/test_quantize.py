@@ -45,7 +45,7 @@ def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
     of the code (its top 2 bits, its low 4), side by side in each tile."""
     t = dtypes.resolve(dtype)
     planes = {3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (4, 2, 1)}.get(t.bits) if t.is_integer else \
-        (2, 4) if t.bits == 6 else None
+        (2, 4) if t.bits == 6 and t.f16_headroom else None  # (float6_e5m0: one dense plane)
     if planes is None:
         return pack_weight_tiles(codes, t.bits, pack_layout(dtype))
     u = codes.astype(np.int64) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)

@@ -25,16 +25,34 @@ def test_one_launch_split_k_adds_the_slices_as_the_second_kernel_does(wtype, M, 
     assert torch.equal(one, two)  # the same sums in the same order
     ref = x.double() @ qw.dequantize().double().T + (b.double() if bias else 0)
     assert ((one.double() - ref).norm() / ref.norm()).item() < 1e-2
-    counts = [c for (k, _, _), c in qmm._COUNTS.items() if tuple(c.shape) == (N // 64, 1)]
-    assert counts and all(int(c.abs().sum()) == 0 for c in counts)  # ready for the next call
     again = qmm.quant_matmul(x, qw, b, config=dict(base, last_block=True))
     assert torch.equal(again, one)
 
 
+def test_host_threads_on_the_interpreter_do_not_share_counts():
+    import threading
+
+    N, K, M = 128, 1024, 3
+    qw = quant.quantize(weight(N, K, seed=6), "uint4")
+    x = torch.randn(M, K).half()
+    cfg = dict(qmm.choose_config(M, N, K, 4, 128, qw.dtype), split=4, last_block=True)
+    want = qmm.quant_matmul(x, qw, config=dict(cfg, last_block=False))
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(qmm.quant_matmul(x, qw, config=cfg)))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and all(torch.equal(g, want) for g in got)
+    assert not any(k[1].type == "cpu" for k in qmm._COUNTS)  # (each call: zeros of its own)
+
+
+@pytest.mark.gpu
 def test_a_call_that_stops_part_way_does_not_leave_its_counts_to_the_next(monkeypatch):
     N, K, M = 64, 1024, 2
-    qw = quant.quantize(weight(N, K, seed=4), "uint4")
-    x = torch.randn(M, K).half()
+    qw = quant.quantize(weight(N, K, seed=4).cuda(), "uint4")
+    x = torch.randn(M, K, device="cuda").half()
     cfg = dict(qmm.choose_config(M, N, K, 4, 128, qw.dtype), split=2, last_block=True)
     want = qmm.quant_matmul(x, qw, config=cfg)
     key = next(k for k, c in qmm._COUNTS.items() if tuple(c.shape) == (1, 1))
@@ -64,3 +82,25 @@ def test_one_launch_split_k_on_the_gpu_gives_the_second_kernels_bits_call_after_
     for _ in range(10):
         one = qmm.quant_matmul(x, qw, config=dict(base, last_block=True))
         assert torch.equal(one, two)
+
+
+@pytest.mark.gpu
+def test_a_graph_capture_takes_counts_of_its_own():
+    N, K, M = 1024, 4096, 16
+    qw = quant.quantize(weight(N, K, seed=7).cuda(), "uint4")
+    x = torch.randn(M, K, device="cuda").half()
+    cfg = dict(qmm.choose_config(M, N, K, 4, 128, qw.dtype), split=8, last_block=True)
+    want = qmm.quant_matmul(x, qw, config=dict(cfg, last_block=False))
+    qmm.quant_matmul(x, qw, config=cfg)  # (compiled, and the eager counts made)
+    before = dict(qmm._COUNTS)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = qmm.quant_matmul(x, qw, config=cfg)
+    assert dict(qmm._COUNTS) == before  # nothing cached by the capture
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, want)
+    assert torch.equal(qmm.quant_matmul(x, qw, config=cfg), want)  # eager again

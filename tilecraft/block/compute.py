@@ -204,7 +204,11 @@ class CastPlanes(Instruction):
     @classmethod
     def create(cls, hi: RegisterTensor, lo: RegisterTensor, out: RegisterTensor, dtype: Any,
                scale: int = 0, span: Span | None = None) -> CastPlanes:
-        return cls(hi, lo, out, dt.resolve(dtype), int(scale), user_span(span))
+        span = user_span(span)
+        if isinstance(scale, bool) or not isinstance(scale, int):
+            raise TilecraftError("TC603", span, instr="cast_planes",
+                                 detail=f"scale={scale!r}: a power of two's exponent, an int")
+        return cls(hi, lo, out, dt.resolve(dtype), scale, span)
 
     def reads(self):
         return (self.hi, self.lo)

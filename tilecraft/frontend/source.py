@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+import threading
 from dataclasses import dataclass
 
 from tilecraft.diagnostics import Span
@@ -25,6 +26,9 @@ class SourceInfo:
         return Span(self.file, line, col, end_col)
 
 
+_PARSE = threading.Lock()
+
+
 def parse_function_source(fn) -> SourceInfo:
     """Parse `fn`'s source into its FunctionDef, with line numbers as in the user's file."""
     try:
@@ -38,7 +42,8 @@ def parse_function_source(fn) -> SourceInfo:
     first_raw = next((ln for ln in lines if ln.strip()), "")
     first_ded = next((ln for ln in dedented.splitlines(True) if ln.strip()), "")
     shift = len(first_raw) - len(first_raw.lstrip()) - (len(first_ded) - len(first_ded.lstrip()))
-    module = ast.parse(dedented)
+    with _PARSE:  # (CPython 3.11's ast.parse is not thread-safe: "AST constructor recursion
+        module = ast.parse(dedented)  # depth mismatch" when two threads build kernels at once)
     ast.increment_lineno(module, first - 1)
     fdef = next(n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     return SourceInfo(inspect.getsourcefile(fn) or "<unknown>", fdef, shift)

@@ -131,10 +131,10 @@ class QuantLinear(nn.Module):
         return dict(self._meta)
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
-        meta = dict(state)
-        meta.pop("format", None)
-        qweight = QuantizedWeight(packed=self.packed, scales=self.scales, zeros=self.zeros,
-                                  **meta)  # checks the loaded buffers against the metadata
+        # (from_state_dict checks the format tag: an earlier packed layout is refused, not read
+        # as this one) and the loaded buffers against the metadata
+        qweight = QuantizedWeight.from_state_dict(
+            {**state, "packed": self.packed, "scales": self.scales, "zeros": self.zeros})
         self._meta = {k: v for k, v in qweight.state_dict().items()
                       if k not in ("packed", "scales", "zeros")}
         self._cached = None

@@ -331,12 +331,16 @@ def _launch(x: Any, bias: Any, kernel: Any, reducer: Any, split: int, w: Any, s:
         if reducer is not None:
             reducer(p, b, y)
         return y
-    key = (kernel, x.device, torch.cuda.current_stream(x.device).cuda_stream
-           if x.device.type == "cuda" else None)
+    shape = kernel.func.params[-1].shape
+    if x.device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        # the interpreter (host threads would share counts), or a CUDA graph being captured:
+        # zeros of their own (in a graph, set again by every replay)
+        kernel(x, w, s, z, b, y, p, torch.zeros(shape, dtype=torch.int32, device=x.device))
+        return y
+    key = (kernel, x.device, torch.cuda.current_stream(x.device).cuda_stream)
     counts = _COUNTS.get(key)
     if counts is None:  # zero once: every call's last blocks set them back to zero
-        counts = _COUNTS[key] = torch.zeros(kernel.func.params[-1].shape, dtype=torch.int32,
-                                            device=x.device)
+        counts = _COUNTS[key] = torch.zeros(shape, dtype=torch.int32, device=x.device)
     try:
         kernel(x, w, s, z, b, y, p, counts)
     except BaseException:  # (a call that stopped part way may leave counts behind)
@@ -346,7 +350,8 @@ def _launch(x: Any, bias: Any, kernel: Any, reducer: Any, split: int, w: Any, s:
 
 
 #: (kernel, device, stream) -> the arrival counts of its tiles (qmm_kernel's `last_block`):
-#: one array per stream, so that calls on different streams never share one
+#: one array per stream, so that calls on different streams never share one (kernels on one
+#: stream run one after another; eager calls only: a graph capture takes its own)
 _COUNTS: dict = {}
 _NO_COUNTS: dict = {}  # device -> the (1, 1) counts a kernel without them takes
 

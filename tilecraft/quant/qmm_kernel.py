@@ -152,7 +152,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                         w = w - zf
                     elif has_zeros and not zero_fma:
                         w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
-                    elif zero != 0 and not planes:
+                    elif zero != 0 and (fplanes or not planes):  # (int planes: in the cast)
                         w = w - zero
                     if acc_scale:
                         T.gemm(w, X_s[:, j * 64:(j + 1) * 64], part, transpose_B=True,

@@ -54,13 +54,14 @@ class CastPrinter:
         t, out, n = s.dtype, s.out.dtype, s.out.layout.local_size
         bottom = -((127 if out.name == "bfloat16" else 15) - t.bias)
         ok = t.bits == 6 and (s.hi.dtype.bits, s.lo.dtype.bits) == (2, 4) and n % 16 == 0 \
-            and out.name in ("float16", "bfloat16") and s.scale >= bottom and all(
+            and out.name in ("float16", "bfloat16") and bottom <= s.scale <= 0 and all(
                 local_permutation(x.layout, s.out.layout) == interleave_permutation(n, x.dtype.bits)
                 for x in (s.hi, s.lo))
         if not ok:
             raise self.refuse(s, f"cast_planes of {t} from {s.hi.dtype} + {s.lo.dtype} planes "
-                              f"to {out} in these layouts (tilecraft casts 6-bit floats from "
-                              "uint2 + uint4 planes in interleaved words, to f16 or bf16)")
+                              f"to {out} times 2^{s.scale} in these layouts (tilecraft casts "
+                              "6-bit floats from uint2 + uint4 planes in interleaved words, to "
+                              f"f16 or bf16, times 2^s for {bottom} <= s <= 0)")
         bf16 = "true" if out.name == "bfloat16" else "false"
         func = f"tc::fast_cast_float_planes<{t.exponent_bits}, {t.mantissa_bits}, {bf16}, {n}" + \
             (f", {s.scale}>" if s.scale else ">")

@@ -577,7 +577,7 @@ TC_DEVICE void fast_cast_float_planes(const void* hi, const void* lo, void* dst)
   constexpr int MD = BF16 ? 7 : 10, L = MD - M, TOP = L + 4;  // the magnitude's low, top bits
   constexpr int BIAS = (1 << (E - 1)) - 1, BIASD = BF16 ? 127 : 15, UP = BIASD - BIAS + S;
   static_assert(1 + E + M == 6 && N % 16 == 0, "6-bit floats, whole plane words");
-  static_assert(UP >= 0, "times 2^S: down to the codes' own bits");
+  static_assert(S <= 0 && UP >= 0, "times 2^S, S <= 0: down to the codes' own bits");
   constexpr u32 mlo = (0xFu << L) * 0x10001u, mtop = (1u << TOP) * 0x10001u;
   constexpr u32 sign = 0x80008000u, scale = (u32(UP + BIASD) << MD) * 0x10001u;
   constexpr bool spread = 15 - TOP == 3;  // (f16 e3m2) a slot's sign moves 2 up: odd to odd
