@@ -15,11 +15,13 @@ interleaved
 (tilecraft.layout.interleave_words: element j at code position (j % 2) * 16/b + j // 2), which
 the kernel's cast turns into the mma's order with no byte permutes. 3-, 5-, 6- and 7-bit
 integers are stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, uint4 + uint2,
-uint4 + uint2 + uint1, each tile's planes side by side (128 * bits bytes in all).
+uint4 + uint2 + uint1, each tile's planes side by side (128 * bits bytes in all); 6-bit floats
+likewise as uint2 (sign, top magnitude bit) + uint4 (low bits) of their codes.
 
 `quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
 arguments first): it picks tile sizes (`choose_config`), builds the kernels once per shape and
-options (`_PLANS`) and, with split-K, adds the partial sums by a second kernel (`qmm_reduce`).
+options (`_PLANS`) and, with split-K, adds the partial sums by a second kernel (`qmm_reduce`)
+or, where N's tiles do not fill the SMs, in the tile's last block (`last_block`).
 The kernel itself is qmm_kernel.py.
 """
 

@@ -59,7 +59,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     tile_bytes = 128 * bits
     w_layout = spatial(warps, 1) * local(rows, 1) * mma_layout()  # (BN, 64): the mma A operand
     c_layout = spatial(warps, 1) * local(rows, 1) * pack_layout(wtype)  # the codes as packed
-    planes = plane_bits(wtype)  # 3-, 5-, 6-bit ints: bit planes of the offset-binary code
+    planes = plane_bits(wtype)  # 3/5/6/7-bit ints: planes of the offset-binary code
     fplanes = planes is not None and resolve(wtype).is_float  # 6-bit floats: two planes
     offset = (1 << (bits - 1)) if planes and resolve(wtype).kind == "int" else 0
     plane_at = [(p, sum(planes[:i]) * 128, bits - sum(planes[:i + 1]))  # (bits, bytes, shift)
