@@ -42,7 +42,6 @@ _REDUCE = {
                       "backend (docs/language.md, Semantics)" + _DROP),
     "annotations": ((None,), _ANNOTATIONS),
 }
-_ATOMIC: dict = {}  # (memory_order and return_prev: language/tileops.py)
 _LOOP = {"annotations": ((None,), _ANNOTATIONS)}
 
 #: T name -> keyword -> (the accepted values, which mean what tilecraft does; hint otherwise)
@@ -84,9 +83,7 @@ TILELANG_ONLY: dict[str, dict[str, tuple[tuple, str]]] = {
     },
     **{f"reduce_{k}": _REDUCE for k in ("sum", "max", "min", "abssum", "absmax")},
     "reduce": _REDUCE,
-    "atomic_add": {**_ATOMIC, "use_tma": ((False,), _TMA)},
-    "atomic_max": _ATOMIC,
-    "atomic_min": _ATOMIC,
+    "atomic_add": {"use_tma": ((False,), _TMA)},  # (memory_order, return_prev: tileops.py)
     "alloc_shared": {"scope": (("shared.dyn", "shared"), "T.alloc_shared allocates in shared "
                                "memory; use T.alloc_fragment / T.alloc_local for registers")},
     "alloc_fragment": {"scope": (("local.fragment",), "use T.alloc_shared / T.alloc_local for "

@@ -112,7 +112,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s, disable_tma=not tma)
                 zf = None  # the k step's zeros as X's type (zero_codes)
                 for j in steps:  # a Python list: unrolled at parse time (constant offsets)
-                    if planes and fplanes:  # a float's codes from its two planes, one cast
+                    if fplanes:  # a float's codes from its two planes, one cast
                         v = []
                         for p, at, _ in plane_at:
                             pb = T.load_shared(W_s, layout=byte_layout(warps, rows, p),
