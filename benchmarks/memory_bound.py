@@ -5,8 +5,9 @@ elementwise_add, softmax, rmsnorm+silu and layernorm (fp16) at 16384x4096, 4096x
 written once; "% copy" is against a device-to-device copy measured in the same process.
 Every result is checked against torch in float64 (rel err).
 
-Usage: PYTHONPATH=$PWD python3 benchmarks/memory_bound.py [--sweep]
+Usage: PYTHONPATH=$PWD python3 benchmarks/memory_bound.py [--sweep] [--split]
   --sweep   also time a few other tiles of each norm kernel (BLOCK_M, threads) per shape
+  --split   also time each row split over a thread-block cluster of 2 and 4 blocks (sm_90)
 """
 
 import sys
@@ -42,7 +43,7 @@ def refs(x, g, w, b):
     return sm, rms, ln
 
 
-def cases(M, N, sweep: bool):
+def cases(M, N, sweep: bool, split: bool = False):
     """(label, kernel, args, torch fn, reference index) for one shape."""
     out = [("softmax", softmax(M, N), "x", lambda x, g, w, b: torch.softmax(x, -1), 0),
            ("rmsnorm+silu", rmsnorm_silu(M, N), "xg",
@@ -60,11 +61,15 @@ def cases(M, N, sweep: bool):
             if bm * N // th <= 128 and N // th >= 8:
                 out.append((f"layernorm m{bm} t{th}", layernorm(M, N, BLOCK_M=bm, threads=th),
                             "xwb", None, 2))
+    for sp in (2, 4) if split and N >= 2048 else ():
+        out += [(f"softmax split{sp}", softmax(M, N, split=sp), "x", None, 0),
+                (f"rmsnorm+silu split{sp}", rmsnorm_silu(M, N, split=sp), "xg", None, 1),
+                (f"layernorm split{sp}", layernorm(M, N, split=sp), "xwb", None, 2)]
     return out
 
 
 def main() -> None:
-    sweep = "--sweep" in sys.argv
+    sweep, split = "--sweep" in sys.argv, "--split" in sys.argv
     src = torch.empty(2**28, dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)
     peak = gbps(2 * src.numel() * 4, lambda: dst.copy_(src))
@@ -86,7 +91,7 @@ def main() -> None:
         want = refs(x, g, w, bias)
         named = {"x": x, "g": g, "w": w, "b": bias}
         nbytes = 2 * M * N * 2
-        for label, kern, argnames, torch_fn, ri in cases(M, N, sweep):
+        for label, kern, argnames, torch_fn, ri in cases(M, N, sweep, split):
             args = [named[c] for c in argnames]
             err = rel(kern(*args), want[ri])
             tc = gbps(nbytes, lambda: kern(*args))

@@ -31,8 +31,15 @@ def pick_config(M: int, N: int) -> tuple[int, int]:
 
 
 @tilecraft.jit(out_idx=[-1])
-def layernorm(M, N, BLOCK_M=None, eps=1e-5, threads=None, dtype="float16", accum_dtype="float32"):
-    auto = pick_config(M, N) if BLOCK_M is None else (BLOCK_M, 128)
+def layernorm(M, N, BLOCK_M=None, eps=1e-5, threads=None, dtype="float16", accum_dtype="float32",
+              split=1):
+    """`split` > 1 (sm_90): each row is shared by `split` blocks of a thread-block cluster, each
+    with N / split columns; the row's sum, then its centred sum of squares, meet through the
+    cluster's shared memory (T.remote)."""
+    if N % split:
+        raise ValueError(f"split = {split} does not divide N = {N}")
+    NS = N // split  # the columns of one block
+    auto = pick_config(M, NS) if BLOCK_M is None else (BLOCK_M, 128)
     BLOCK_M = auto[0]
     threads = auto[1] if threads is None else threads
 
@@ -43,33 +50,53 @@ def layernorm(M, N, BLOCK_M=None, eps=1e-5, threads=None, dtype="float16", accum
         bias: T.Tensor((N,), dtype),
         Y: T.Tensor((M, N), dtype),
     ):
-        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=threads) as bm:
-            X_shared = T.alloc_shared((BLOCK_M, N), dtype)
-            w_shared = T.alloc_shared((N,), dtype)
-            b_shared = T.alloc_shared((N,), dtype)
-            x = T.alloc_fragment((BLOCK_M, N), accum_dtype)
-            sq = T.alloc_fragment((BLOCK_M, N), accum_dtype)
-            Y_local = T.alloc_fragment((BLOCK_M, N), dtype)
+        with T.Kernel(T.ceildiv(M, BLOCK_M), split, threads=threads,
+                      cluster_dims=(1, split) if split > 1 else None) as (bm, bs):
+            X_shared = T.alloc_shared((BLOCK_M, NS), dtype)
+            w_shared = T.alloc_shared((NS,), dtype)
+            b_shared = T.alloc_shared((NS,), dtype)
+            x = T.alloc_fragment((BLOCK_M, NS), accum_dtype)
+            sq = T.alloc_fragment((BLOCK_M, NS), accum_dtype)
+            Y_local = T.alloc_fragment((BLOCK_M, NS), dtype)
             mean = T.alloc_fragment((BLOCK_M,), accum_dtype)
             rstd = T.alloc_fragment((BLOCK_M,), accum_dtype)
 
-            T.copy(X[bm * BLOCK_M, 0], X_shared)
-            T.copy(weight, w_shared)
-            T.copy(bias, b_shared)
+            T.copy(X[bm * BLOCK_M, bs * NS], X_shared)
+            T.copy(weight[bs * NS], w_shared)
+            T.copy(bias[bs * NS], b_shared)
             T.copy(X_shared, x)
 
             T.reduce_sum(x, mean, dim=1)
+            if split > 1:  # the row's blocks add their sums, each in the same order
+                sums = T.alloc_shared((2, BLOCK_M), accum_dtype)
+                for i in T.Parallel(BLOCK_M):
+                    sums[0, i] = mean[i]
+                T.cluster_sync()
+                T.clear(mean)
+                for p in T.serial(split):
+                    for i in T.Parallel(BLOCK_M):
+                        mean[i] += T.remote(sums, p)[0, i]
             for i in T.Parallel(BLOCK_M):
                 mean[i] = mean[i] / N
-            for i, j in T.Parallel(BLOCK_M, N):
+            for i, j in T.Parallel(BLOCK_M, NS):
                 x[i, j] = x[i, j] - mean[i]
                 sq[i, j] = x[i, j] * x[i, j]
             T.reduce_sum(sq, rstd, dim=1)
+            if split > 1:  # (sums[1], which no block reads yet)
+                for i in T.Parallel(BLOCK_M):
+                    sums[1, i] = rstd[i]
+                T.cluster_sync()
+                T.clear(rstd)
+                for p in T.serial(split):
+                    for i in T.Parallel(BLOCK_M):
+                        rstd[i] += T.remote(sums, p)[1, i]
             for i in T.Parallel(BLOCK_M):
                 rstd[i] = T.rsqrt(rstd[i] / N + eps)
-            for i, j in T.Parallel(BLOCK_M, N):
+            for i, j in T.Parallel(BLOCK_M, NS):
                 Y_local[i, j] = x[i, j] * rstd[i] * w_shared[j] + b_shared[j]
-            T.copy(Y_local, Y[bm * BLOCK_M, 0])
+            T.copy(Y_local, Y[bm * BLOCK_M, bs * NS])
+            if split > 1:
+                T.cluster_sync()  # (no block leaves while another reads its sums)
 
     return layer_norm
 

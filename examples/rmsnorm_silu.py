@@ -37,14 +37,19 @@ def pick_config(M: int, C: int) -> tuple[int, int, int]:
 
 @tilecraft.jit(out_idx=[-1])
 def rmsnorm_silu(M, C, BLOCK_M=None, eps=1e-5, num_stages=2, BLOCK_C=None, threads=None,
-                 dtype="float16", accum_dtype="float32"):
-    auto = pick_config(M, C) if BLOCK_M is None and BLOCK_C is None else (16, pick_block_c(C), 128)
+                 dtype="float16", accum_dtype="float32", split=1):
+    """`split` > 1 (sm_90): each row is shared by `split` blocks of a thread-block cluster, each
+    summing the squares of its C / split channels; the sums meet through the cluster's
+    shared memory (T.remote) and every block scales its own channels."""
+    auto = pick_config(M, C // split) if BLOCK_M is None and BLOCK_C is None \
+        else (16, pick_block_c(C // split), 128)
     BLOCK_M = auto[0] if BLOCK_M is None else BLOCK_M
     BLOCK_C = auto[1] if BLOCK_C is None else BLOCK_C
     threads = auto[2] if threads is None else threads
-    if C % BLOCK_C:  # the passes step over whole chunks: a partial one would be left out
-        raise ValueError(f"BLOCK_C = {BLOCK_C} does not divide C = {C}")
-    n_chunks = C // BLOCK_C
+    if C % (split * BLOCK_C):  # the passes step over whole chunks: a partial one would be left out
+        raise ValueError(f"{split} x BLOCK_C = {BLOCK_C} does not divide C = {C}")
+    n_chunks = C // (split * BLOCK_C)
+    CS = C // split  # the channels of one block
 
     @T.prim_func
     def rms_silu(
@@ -52,7 +57,8 @@ def rmsnorm_silu(M, C, BLOCK_M=None, eps=1e-5, num_stages=2, BLOCK_C=None, threa
         gamma: T.Tensor((C,), dtype),
         Y: T.Tensor((M, C), dtype),
     ):
-        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=threads) as bm:
+        with T.Kernel(T.ceildiv(M, BLOCK_M), split, threads=threads,
+                      cluster_dims=(1, split) if split > 1 else None) as (bm, bs):
             X_chunk = T.alloc_shared((BLOCK_M, BLOCK_C), dtype)
             g_chunk = T.alloc_shared((BLOCK_C,), dtype)
             sq = T.alloc_fragment((BLOCK_M, BLOCK_C), accum_dtype)
@@ -62,22 +68,33 @@ def rmsnorm_silu(M, C, BLOCK_M=None, eps=1e-5, num_stages=2, BLOCK_C=None, threa
             # pass 1: sum of squares over C
             T.clear(ss)
             for c in T.Pipelined(n_chunks, num_stages=num_stages):
-                T.copy(X[bm * BLOCK_M, c * BLOCK_C], X_chunk)
+                T.copy(X[bm * BLOCK_M, bs * CS + c * BLOCK_C], X_chunk)
                 for i, j in T.Parallel(BLOCK_M, BLOCK_C):
                     x = T.cast(X_chunk[i, j], accum_dtype)
                     sq[i, j] = x * x
                 T.reduce_sum(sq, ss, dim=1, clear=False)
+            if split > 1:  # the row's blocks add their sums, each in the same order
+                mine = T.alloc_shared((BLOCK_M,), accum_dtype)
+                for i in T.Parallel(BLOCK_M):
+                    mine[i] = ss[i]
+                T.cluster_sync()
+                T.clear(ss)
+                for p in T.serial(split):
+                    for i in T.Parallel(BLOCK_M):
+                        ss[i] += T.remote(mine, p)[i]
             for i in T.Parallel(BLOCK_M):
                 ss[i] = T.rsqrt(ss[i] / C + eps)
 
             # pass 2: y = silu(x * rinv * gamma)
             for c in T.Pipelined(n_chunks, num_stages=num_stages):
-                T.copy(X[bm * BLOCK_M, c * BLOCK_C], X_chunk)
-                T.copy(gamma[c * BLOCK_C], g_chunk)
+                T.copy(X[bm * BLOCK_M, bs * CS + c * BLOCK_C], X_chunk)
+                T.copy(gamma[bs * CS + c * BLOCK_C], g_chunk)
                 for i, j in T.Parallel(BLOCK_M, BLOCK_C):
                     v = T.cast(X_chunk[i, j], accum_dtype) * ss[i] * T.cast(g_chunk[j], accum_dtype)
                     Y_chunk[i, j] = v * T.sigmoid(v)
-                T.copy(Y_chunk, Y[bm * BLOCK_M, c * BLOCK_C])
+                T.copy(Y_chunk, Y[bm * BLOCK_M, bs * CS + c * BLOCK_C])
+            if split > 1:
+                T.cluster_sync()  # (no block leaves while another reads its sums)
 
     return rms_silu
 

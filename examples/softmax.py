@@ -30,21 +30,28 @@ def pick_config(M: int, N: int) -> tuple[int, int, int]:
 
 @tilecraft.jit(out_idx=[-1])
 def softmax(M, N, BLOCK_M=None, BLOCK_N=None, num_stages=2, threads=None, dtype="float16",
-            accum_dtype="float32"):
-    auto = pick_config(M, N) if BLOCK_M is None and BLOCK_N is None else (16, 128, 128)
+            accum_dtype="float32", split=1):
+    """`split` > 1 (sm_90; N a multiple of 256 x split): each row is shared by `split` blocks
+    of a thread-block cluster, each with its N / split columns; their maxima and sums meet
+    through the cluster's shared memory (T.remote)."""
+    if split > 1 and N % (256 * split):
+        raise ValueError(f"split = {split} needs N a multiple of {256 * split}, got {N}")
+    NS = N // split  # the columns of one block
+    auto = pick_config(M, NS) if BLOCK_M is None and BLOCK_N is None else (16, 128, 128)
     BLOCK_M = auto[0] if BLOCK_M is None else BLOCK_M
     BLOCK_N = auto[1] if BLOCK_N is None else BLOCK_N
     threads = auto[2] if threads is None else threads
-    BLOCK_M, BLOCK_N = min(BLOCK_M, M), min(BLOCK_N, N)  # a tile may not outgrow the tensor
+    BLOCK_M, BLOCK_N = min(BLOCK_M, M), min(BLOCK_N, NS)  # a tile may not outgrow the tensor
     log2e = 1.44269504
-    n_chunks = (N + BLOCK_N - 1) // BLOCK_N
+    n_chunks = (NS + BLOCK_N - 1) // BLOCK_N
 
     @T.prim_func
     def row_softmax(
         X: T.Tensor((M, N), dtype),
         Y: T.Tensor((M, N), dtype),
     ):
-        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=threads) as bm:
+        with T.Kernel(T.ceildiv(M, BLOCK_M), split, threads=threads,
+                      cluster_dims=(1, split) if split > 1 else None) as (bm, bs):
             X_shared = T.alloc_shared((BLOCK_M, BLOCK_N), dtype)
             s = T.alloc_fragment((BLOCK_M, BLOCK_N), accum_dtype)
             Y_local = T.alloc_fragment((BLOCK_M, BLOCK_N), dtype)
@@ -57,10 +64,10 @@ def softmax(M, N, BLOCK_M=None, BLOCK_N=None, num_stages=2, threads=None, dtype=
             T.fill(row_sum, 0)
             # pass 1: online max and sum of exp2((x - max) * log2e)
             for c in T.Pipelined(n_chunks, num_stages=num_stages):
-                T.copy(X[bm * BLOCK_M, c * BLOCK_N], X_shared)
+                T.copy(X[bm * BLOCK_M, bs * NS + c * BLOCK_N], X_shared)
                 for i, j in T.Parallel(BLOCK_M, BLOCK_N):
                     x = T.cast(X_shared[i, j], accum_dtype) * log2e
-                    s[i, j] = T.if_then_else(c * BLOCK_N + j < N, x, -T.infinity(accum_dtype))
+                    s[i, j] = T.if_then_else(c * BLOCK_N + j < NS, x, -T.infinity(accum_dtype))
                 T.copy(row_max, row_max_prev)
                 T.reduce_max(s, row_max, dim=1, clear=False)
                 for i, j in T.Parallel(BLOCK_M, BLOCK_N):
@@ -71,14 +78,30 @@ def softmax(M, N, BLOCK_M=None, BLOCK_N=None, num_stages=2, threads=None, dtype=
 
             # pass 2: normalize (one division a row: `/` is IEEE-exact, a reciprocal and three
             # FMAs on the SFU's pipe, which an element-wise division kept 84% busy on the H200)
+            if split > 1:  # the row's maxima and sums, added in the same order by every block
+                mine = T.alloc_shared((2, BLOCK_M), accum_dtype)
+                for i in T.Parallel(BLOCK_M):
+                    mine[0, i] = row_max[i]
+                    mine[1, i] = row_sum[i]
+                T.cluster_sync()
+                for p in T.serial(split):
+                    for i in T.Parallel(BLOCK_M):
+                        row_max[i] = T.max(row_max[i], T.remote(mine, p)[0, i])
+                T.clear(row_sum)
+                for p in T.serial(split):
+                    for i in T.Parallel(BLOCK_M):
+                        row_sum[i] += T.remote(mine, p)[1, i] * \
+                            T.exp2(T.remote(mine, p)[0, i] - row_max[i])
             for i in T.Parallel(BLOCK_M):
                 row_sum[i] = 1.0 / row_sum[i]
             for c in T.Pipelined(n_chunks, num_stages=num_stages):
-                T.copy(X[bm * BLOCK_M, c * BLOCK_N], X_shared)
+                T.copy(X[bm * BLOCK_M, bs * NS + c * BLOCK_N], X_shared)
                 for i, j in T.Parallel(BLOCK_M, BLOCK_N):
                     x = T.cast(X_shared[i, j], accum_dtype) * log2e
                     Y_local[i, j] = T.exp2(x - row_max[i]) * row_sum[i]
-                T.copy(Y_local, Y[bm * BLOCK_M, c * BLOCK_N])
+                T.copy(Y_local, Y[bm * BLOCK_M, bs * NS + c * BLOCK_N])
+            if split > 1:
+                T.cluster_sync()  # (no block leaves while another reads its maxima)
 
     return row_softmax
 

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from tilecraft.ir import Atomic, Break, BufferLoad, BufferStore, For, If, SeqStmt, Stmt, While
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.ir import (Atomic, Break, BufferLoad, BufferStore, Call, Evaluate, For, If, SeqStmt,
+                          Stmt, While)
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from .instructions import AllocateRegister, AllocateShared, Instruction, Synchronize
@@ -123,6 +125,11 @@ def _rings(x: WarpRoles) -> set:
     return {s.out.buffer for s in walk(x) if isinstance(s, SharedSlice) and s.src.buffer in both}
 
 
+def is_cluster_sync(s: Stmt) -> bool:
+    """`T.cluster_sync()`: a barrier for the cluster, so for the block too."""
+    return isinstance(s, Evaluate) and isinstance(s.value, Call) and s.value.op == "cluster_sync"
+
+
 def _barrier(span) -> Synchronize:
     return Synchronize.create(span=span)
 
@@ -178,7 +185,7 @@ class _Barriers:
         reads: set = set()
         writes: set = set()
         for x in (body.stmts if isinstance(body, SeqStmt) else (body,)):
-            if isinstance(x, Synchronize):
+            if isinstance(x, Synchronize) or is_cluster_sync(x):
                 break
             for y in walk(x):
                 r, w = self.access(y)
@@ -194,7 +201,7 @@ class _Barriers:
         return SeqStmt.create(out) if len(out) != 1 else out[0]
 
     def stmt(self, x: Stmt, st: _State) -> list[Stmt]:
-        if isinstance(x, Synchronize):
+        if isinstance(x, Synchronize) or is_cluster_sync(x):
             st.clear()
             return [x]
         if isinstance(x, WarpRoles):
@@ -265,6 +272,12 @@ class _Barriers:
         """Control flow on a per-thread value gets no barrier inside (the threads that skip it
         would wait for the others forever): one before it orders what came before with all it
         does, and what it does waits for the next barrier after it (the CUDA emitter's rule)."""
+        sync = next((y for y in walk(x) if is_cluster_sync(y)), None)
+        if sync is not None:
+            raise TilecraftError("TC502", sync.span, detail="T.cluster_sync under a condition "
+                                 "or loop that differs between the block's threads",
+                                 hint="every thread of the cluster meets it: call it where "
+                                 "all do")
         reads, writes = self.all_accesses(x)
         out = []
         if st.conflicts(reads, writes):

@@ -35,7 +35,7 @@ def block_program_of(func: PrimFunc) -> BlockProgram | None:
     return BlockProgram(func.name, params, tuple(kernel.grid), kernel.num_threads,
                         tuple(kernel.block_vars), kernel.body, func.span,
                         thread_vars=tuple(kernel.thread_vars),
-                        thread_extents=tuple(kernel.threads))
+                        thread_extents=tuple(kernel.threads), cluster=kernel.cluster)
 
 
 def is_mixed(func: PrimFunc) -> bool:

@@ -42,6 +42,8 @@ class BlockProgram:
     # threads along each (x fastest in the flat thread index)
     thread_vars: tuple[Var, ...] = ()
     thread_extents: tuple[int, ...] = ()
+    # T.Kernel's cluster_dims (one entry per grid axis), or None (language/cluster.py)
+    cluster: tuple[int, ...] | None = None
 
     @classmethod
     def create(cls, name: str, params: Any, grid: Any, num_threads: int, body: Any,

@@ -35,6 +35,7 @@ from tilecraft.ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
     For,
     If,
     SeqStmt,
@@ -122,6 +123,9 @@ class Lifetimes:
             self.pos += 1
             for b in self.pending.roots():
                 self._use(self.roots[b])
+            for b in remote_buffers(s):  # other blocks of the cluster may read it until the end
+                if (r := self.root(b)) is not None:
+                    self._use(r)
 
     def roles(self, s: WarpRoles) -> None:
         """The roles run at once: what the producer touches lives until the consumer ends, and
@@ -247,6 +251,19 @@ class Lifetimes:
                 out.add(whole)
             seen |= {alias.get(b, b) for b in _touched(x)}
         return out
+
+
+def remote_buffers(s: Stmt) -> set[Buffer]:
+    """The shared buffers that `T.remote` reads in `s` (parallel bodies included)."""
+    from .parallel import ParallelCompute
+
+    out = set()
+    for x in walk(s):
+        for y in walk(x.body) if isinstance(x, ParallelCompute) else (x,):
+            for e in stmt_exprs(y):
+                out |= {c.args[1].buffer for c in walk_expr(e)
+                        if isinstance(c, Call) and c.op == "remote_load"}
+    return out
 
 
 def _read(s: Stmt) -> set[Buffer]:

@@ -183,6 +183,32 @@ class BlockVM(Machine):
             copy.store[copy.positions] = copy.data
             copy.counts[copy.positions] -= 1
 
+    def fork(self, run, rank: int, idx: tuple[int, ...], block_vars) -> BlockVM:
+        """A machine for block `idx` of a cluster: the same global buffers and scalars, its
+        own registers, shared memory (arena) and copies in flight."""
+        m = BlockVM(self.func, dict(self.buffers), self.scalars, env=dict(self.env),
+                    program=self.program, arena_plan=self.arena_plan,
+                    arena=None if self.arena is None else self.arena.copy(),
+                    cluster_run=run, rank=rank)
+        m.block_index = idx
+        for v, i in zip(block_vars, idx):
+            m.env[v] = np.int32(i)
+        return m
+
+    def with_peer_memory(self, peer: BlockVM, buf, fn):
+        """`fn()` with shared buffer `buf` read from `peer`'s shared memory (T.remote)."""
+        mine = [t for t in peer.smem if t.buffer is buf]
+        if not mine:
+            raise TilecraftError("TC411", detail=f"block rank {self.rank} reads `{buf.name}` "
+                                 f"of block rank {peer.rank} before that block allocated it",
+                                 hint="T.cluster_sync() between the writes and the reads")
+        saved = self.smem
+        self.smem = {**saved, **{t: peer.smem[t] for t in mine}}
+        try:
+            return fn()
+        finally:
+            self.smem = saved
+
     def reset_block(self) -> None:
         self.regs.clear()
         self.smem.clear()
@@ -271,6 +297,9 @@ def run(program: BlockProgram, args: list[Any], arena: bool = False) -> BlockVM:
         vm.arena = np.full(max(vm.arena_plan.size, 1), 0xFF, np.uint8)  # NaN in f16 and f32
     vm.env.update(scalars)
     grid = [int(vm.ev.scalar(g)) for g in program.grid]
+    if program.cluster is not None:
+        _run_clusters(vm, program, grid)
+        return vm
     for idx in itertools.product(*(range(g) for g in reversed(grid))):
         idx = tuple(reversed(idx))
         saved = dict(vm.env)
@@ -284,6 +313,24 @@ def run(program: BlockProgram, args: list[Any], arena: bool = False) -> BlockVM:
             pass
         vm.env = saved
     return vm
+
+
+def _run_clusters(vm: BlockVM, program: BlockProgram, grid: list[int]) -> None:
+    """The grid cluster by cluster, each cluster's blocks in turn on machines of their own
+    (interp/cluster.py)."""
+    from tilecraft.interp.cluster import ClusterRun, cluster_origins
+
+    def block(m: BlockVM) -> None:
+        try:
+            m.exec(program.body)
+        except ExitBlock:
+            pass
+
+    for blocks in cluster_origins(grid, program.cluster):
+        run = ClusterRun(len(blocks))
+        run.machines = [vm.fork(run, rank, idx, program.block_vars)
+                        for rank, idx in enumerate(blocks)]
+        run.run([functools.partial(block, m) for m in run.machines])
 
 
 __all__ = ["BlockVM", "ExitBlock", "run"]

@@ -133,6 +133,7 @@ _ENTRIES = [
     Diagnostic("TC404", "{value} produced {where}: {detail}", "{hint}"),
     Diagnostic("TC410", "integer division by zero in `{expr}` {detail}",
                "on the GPU the result is undefined; guard the divisor (T.if_then_else or an if)"),
+    Diagnostic("TC411", "cluster shared memory read out of order: {detail}", "{hint}"),
     # compiler (TC5xx)
     Diagnostic("TC501", "layout conflict on `{buffer}`: {detail}", "{hint}"),
     Diagnostic("TC502", "not supported by the CUDA backend yet: {detail}", "{hint}"),

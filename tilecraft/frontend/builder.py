@@ -59,6 +59,7 @@ class KernelFrameInfo:
     thread_vars: tuple[Var, ...]
     block_vars: tuple[Var, ...]
     frame_depth: int = 1  # index in Builder.frames of the kernel body's statements
+    cluster: tuple[int, ...] | None = None  # T.Kernel's cluster_dims (T.cluster_rank)
 
 
 _current: contextvars.ContextVar[Builder | None] = contextvars.ContextVar("tc_builder", default=None)

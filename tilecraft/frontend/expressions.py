@@ -149,6 +149,9 @@ class ExprEvaluator:
         with at_span(self.span(n)):
             if isinstance(obj, Buffer):
                 return self.subscript(obj, idx)
+            if type(obj).__name__ == "RemoteBuffer":  # T.remote(buf, rank)[i, j]
+                check_index(obj.buffer, idx)
+                return obj.load(idx)
             if isinstance(idx, Expr) and not isinstance(idx, Const):
                 raise TilecraftError("TC109", detail="indexing a Python sequence with a device "
                                      "value", hint="; store the values in a buffer")

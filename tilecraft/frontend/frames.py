@@ -15,6 +15,7 @@ class KernelFrame:
 
     grid: tuple[Any, ...]
     threads: tuple[int, ...]
+    cluster: tuple[int, ...] | None = None  # one entry per grid dimension
 
 
 @dataclass(frozen=True)

@@ -249,6 +249,10 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
         elif isinstance(target, ast.Subscript):
             obj = tile_operand(self.eval(target.value))
             idx = self.eval_index(target.slice)
+            if type(obj).__name__ == "RemoteBuffer":
+                raise TilecraftError("TC103", construct="a store to T.remote(...)",
+                                     instead="each block writes its own shared memory; the "
+                                     "others read it through T.remote after T.cluster_sync()")
             if not isinstance(obj, Buffer):
                 raise TilecraftError("TC103", construct="item assignment on a Python value",
                                      instead="assign to buffer elements: `buf[i, j] = v`")
@@ -336,7 +340,8 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
         tvars = tuple(Var.create(self.builder.unique_name(n), "int32", self.span(s))
                       for n in ("tx", "ty", "tz")[: len(frame.threads)])
         self.builder.kernel = KernelFrameInfo(frame.threads, tvars, bvars,
-                                              len(self.builder.frames))  # (the body's)
+                                              len(self.builder.frames),  # (the body's)
+                                              frame.cluster)
         self.scopes.append(Scope())
         try:
             for n, v in zip(names, bvars):
@@ -346,7 +351,8 @@ class KernelParser(ExprEvaluator, LoopStatements, MutableLocals):
             self.scopes.pop()
             self.builder.kernel = None
         grid = tuple(as_expr(g) for g in frame.grid)
-        self.builder.emit(KernelLaunch(grid, bvars, frame.threads, tvars, body, self.span(s)))
+        self.builder.emit(KernelLaunch(grid, bvars, frame.threads, tvars, body, self.span(s),
+                                       frame.cluster))
 
     # ---- calls -------------------------------------------------------------------------
     def call(self, fn, args, kwargs):

@@ -155,6 +155,11 @@ class Evaluator:
         return np.where(zero, np.ones((), b.dtype), b)
 
     def call(self, e: Call):
+        if e.op == "cluster_sync":  # (T.cluster_sync: block level, language/cluster.py)
+            self.m.cluster_run.sync(self.m.rank)
+            return np.int32(0)
+        if e.op == "remote_load":
+            return self.remote_load(e)
         args = [self.eval(a) for a in e.args]
         t = compute_type(e.dtype)
         if e.op == "abs":  # (a sub-byte int wraps like the GPU's: abs(int4 -8) is -8)
@@ -175,6 +180,21 @@ class Evaluator:
         with np.errstate(all="ignore"):
             r = fn(np.asarray(args[0], dtype=ft))
         return np.asarray(store_cast(e.dtype, r)).astype(t)
+
+    def remote_load(self, e: Call):
+        """`T.remote(buf, rank)[idx]`: the indices here, the element in block rank's memory."""
+        from .cluster import ranks_of
+
+        rank, load = self.eval(e.args[0]), e.args[1]
+        if not isinstance(load, BufferLoad) or load.buffer.scope != "shared":
+            raise TilecraftError("TC403", detail=f"T.remote of `{load}`, which is no shared "
+                                 "buffer element here", hint="a compiler pass moved it")
+        out = None
+        for r in ranks_of(rank):
+            peer = self.m.cluster_run.peer(r, load.buffer.name, self.m.rank)
+            v = np.asarray(self.m.with_peer_memory(peer, load.buffer, lambda: self.eval(load)))
+            out = v if out is None else np.where(np.asarray(rank) == r, v, out)
+        return out[()] if out.ndim == 0 else out
 
     def load(self, e: BufferLoad):
         buf = e.buffer

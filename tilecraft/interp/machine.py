@@ -8,8 +8,10 @@ Tile ops run as whole-array numpy operations (see interp/ops/).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +41,8 @@ class Machine:
     par_axes: int = 0
     block_index: tuple[int, ...] = ()
     debug_nans: bool = False  # stop at the first NaN/inf made from finite values (nan_check.py)
+    cluster_run: Any = None  # inside a thread-block cluster: its ClusterRun (cluster.py)
+    rank: int = 0  # and this block's rank in it
 
     def __post_init__(self):
         self.ev = Evaluator(self)
@@ -68,6 +72,9 @@ class Machine:
     # ---- statements --------------------------------------------------------------------
     def kernel(self, s: KernelLaunch) -> None:
         grid = [int(self.ev.scalar(g)) for g in s.grid]
+        if s.cluster is not None:
+            self.clusters(s, grid)
+            return
         for idx in itertools.product(*(range(g) for g in reversed(grid))):
             idx = tuple(reversed(idx))
             saved = dict(self.env)
@@ -78,6 +85,46 @@ class Machine:
                 self.env[v] = _ThreadVar(v)
             self.exec(s.body)
             self.env = saved
+
+    def clusters(self, s: KernelLaunch, grid: list[int]) -> None:
+        """The grid cluster by cluster, each cluster's blocks in turn (cluster.py)."""
+        from .cluster import ClusterRun, cluster_origins
+
+        for blocks in cluster_origins(grid, s.cluster):
+            run = ClusterRun(len(blocks))
+            machines = [self.fork(run, rank, idx, s.block_vars) for rank, idx in
+                        enumerate(blocks)]
+            run.machines = machines
+            run.run([functools.partial(m.run_block, s) for m in machines])
+
+    def fork(self, run, rank: int, idx: tuple[int, ...], block_vars) -> Machine:
+        """A machine for block `idx` of a cluster: the same global buffers and scalars, its
+        own allocations."""
+        m = Machine(self.func, dict(self.buffers), self.scalars, env=dict(self.env),
+                    debug_nans=self.debug_nans, cluster_run=run, rank=rank)
+        m.block_index = idx
+        for v, i in zip(block_vars, idx):
+            m.env[v] = np.int32(i)
+        return m
+
+    def run_block(self, s: KernelLaunch) -> None:
+        for v in s.thread_vars:
+            self.env[v] = _ThreadVar(v)
+        self.exec(s.body)
+
+    def with_peer_memory(self, peer: Machine, buf: Buffer, fn):
+        """`fn()` with `buf` read from `peer`'s memory (T.remote)."""
+        arr = peer.buffers.get(buf)
+        if arr is None:
+            raise TilecraftError("TC411", detail=f"block rank {self.rank} reads `{buf.name}` "
+                                 f"of block rank {peer.rank} before that block allocated it",
+                                 hint="T.cluster_sync() between the writes and the reads")
+        saved = self.buffers
+        self.buffers = {**saved, buf: arr}
+        try:
+            return fn()
+        finally:
+            self.buffers = saved
 
     def allocate(self, s: Allocate) -> None:
         b = s.buffer

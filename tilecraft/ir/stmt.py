@@ -126,7 +126,9 @@ class Break(Stmt):
 
 @dataclass(frozen=True)
 class KernelLaunch(Stmt):
-    """`with T.Kernel(*grid, threads=...) as (bx, by, bz):` — the body runs once per block."""
+    """`with T.Kernel(*grid, threads=...) as (bx, by, bz):` — the body runs once per block.
+    `cluster`: `T.Kernel(..., cluster_dims=...)`'s thread-block cluster, one entry per grid
+    dimension (each divides it), or None."""
 
     grid: tuple[Expr, ...]
     block_vars: tuple[Var, ...]
@@ -134,6 +136,14 @@ class KernelLaunch(Stmt):
     thread_vars: tuple[Var, ...]
     body: Stmt
     span: Span | None = field(default=None, compare=False)
+    cluster: tuple[int, ...] | None = None
+
+    @property
+    def cluster_size(self) -> int:
+        n = 1
+        for c in self.cluster or ():
+            n *= c
+        return n
 
     @property
     def num_threads(self) -> int:

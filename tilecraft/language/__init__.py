@@ -21,6 +21,7 @@ import types
 #: submodule -> the names it gives the language
 _EXPORTS: dict[str, list[str]] = {
     "alloc": ["alloc_fragment", "alloc_global", "alloc_local", "alloc_shared", "alloc_var"],
+    "cluster": ["cluster_rank", "cluster_size", "cluster_sync", "remote"],
     "kernel": [
         "Buffer",
         "DTypeHandle",

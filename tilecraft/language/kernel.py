@@ -50,12 +50,17 @@ GRID_LIMITS = (2**31, 65536, 65536)
 BLOCK_LIMITS = (1024, 1024, 64)
 
 
-def Kernel(*grid, threads=128) -> KernelFrame:  # noqa: N802
+def Kernel(*grid, threads=128, cluster_dims=None) -> KernelFrame:  # noqa: N802
     """`with T.Kernel(gx, gy, gz, threads=128) as (bx, by, bz):` launch a grid of 1-3 dims.
 
     `threads` is an int or a tuple of up to 3 ints; the names bind the block indices (a single
     grid dimension binds one name: `as bx`). Constant grid dimensions are checked against
     CUDA's limits here (TC212); run-time ones when the kernel is launched.
+    `cluster_dims` (an int or up to one int per grid dimension, at most 8 blocks in all):
+    consecutive blocks form thread-block clusters (sm_90), which run at the same time and
+    read each other's shared memory (`T.remote`, `T.cluster_sync`, `T.cluster_rank`:
+    docs/language.md, "Clusters"). A clustered dimension must be a compile-time multiple of
+    its cluster dimension.
     """
     if not 1 <= len(grid) <= 3:
         raise TilecraftError("TC108", detail=f"T.Kernel takes 1 to 3 grid dimensions, got "
@@ -85,7 +90,39 @@ def Kernel(*grid, threads=128) -> KernelFrame:  # noqa: N802
                                  detail="a grid needs at least one block" if c < 1 else
                                  f"CUDA allows fewer than {GRID_LIMITS[axis]} along {'xyz'[axis]}")
         dims.append(c if c is not None else g)
-    return KernelFrame(tuple(dims), threads)
+    return KernelFrame(tuple(dims), threads, _cluster(cluster_dims, dims))
+
+
+#: blocks a cluster may hold everywhere (CUDA's portable cluster size)
+CLUSTER_LIMIT = 8
+
+
+def _cluster(cluster_dims, grid: list) -> tuple[int, ...] | None:
+    """`cluster_dims` checked against the grid: one int per grid dimension (TC108)."""
+    if cluster_dims is None:
+        return None
+    given = cluster_dims if isinstance(cluster_dims, (tuple, list)) else (cluster_dims,)
+    hint = "cluster_dims is a positive int or a tuple of one per grid dimension"
+    if not 1 <= len(given) <= 3:
+        raise TilecraftError("TC108", detail=f"cluster_dims={cluster_dims!r}", hint=hint)
+    dims = [int_arg(c, "cluster_dims", device=False) for c in given]
+    if any(c < 1 for c in dims) or any(c != 1 for c in dims[len(grid):]):
+        raise TilecraftError("TC108", detail=f"cluster_dims={cluster_dims!r} for a "
+                             f"{len(grid)}-D grid", hint=hint)
+    dims = (dims + [1] * len(grid))[: len(grid)]
+    n = 1
+    for c in dims:
+        n *= c
+    if n > CLUSTER_LIMIT:
+        raise TilecraftError("TC108", detail=f"cluster_dims={cluster_dims!r}: {n} blocks a "
+                             "cluster", hint=f"at most {CLUSTER_LIMIT} (CUDA's portable size)")
+    for axis, (c, g) in enumerate(zip(dims, grid)):
+        if c > 1 and (not isinstance(g, int) or g % c):
+            raise TilecraftError(
+                "TC108", detail=f"grid dimension {'xyz'[axis]} ({g}) is no compile-time "
+                f"multiple of cluster_dims' {c}", hint="clusters tile the grid: make that grid "
+                "dimension a constant multiple of the cluster's")
+    return tuple(dims)
 
 
 def get_thread_binding(dim: int = 0) -> Var:

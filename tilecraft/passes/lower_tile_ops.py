@@ -95,7 +95,7 @@ def build_block_program(state: KernelState) -> BlockProgram:
     program = BlockProgram.create(state.func.name, params, kernel.grid, kernel.num_threads,
                                   body, block_vars=kernel.block_vars, span=kernel.span)
     return dataclasses.replace(program, thread_vars=tuple(kernel.thread_vars),
-                               thread_extents=tuple(kernel.threads))
+                               thread_extents=tuple(kernel.threads), cluster=kernel.cluster)
 
 
 def _outside_kernel(root: Stmt, kernel: KernelLaunch) -> list[Stmt]:

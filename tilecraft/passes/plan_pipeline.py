@@ -20,7 +20,8 @@ nor a copy from a global tensor the body stores to (the prefetch would read it t
 from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import Atomic, BufferLoad, BufferStore, Copy, For, LetStmt, TileOp, Var
+from tilecraft.ir import (Atomic, BufferLoad, BufferStore, Call, Copy, Evaluate, For, LetStmt, TileOp,
+                          Var)
 from tilecraft.ir.visitor import region_exprs, stmt_children, stmt_exprs, walk, walk_expr
 
 from .context import KernelState, PipelinePlan
@@ -104,6 +105,11 @@ def plan_pipeline(state: KernelState) -> None:
         if stages < 2:
             continue
         for a in walk(loop.body):  # (its copies for later iterations would go ahead of it)
+            if isinstance(a, Evaluate) and isinstance(a.value, Call) and \
+                    a.value.op == "cluster_sync":
+                raise TilecraftError("TC502", span=a.span, detail="T.cluster_sync inside "
+                                     "T.Pipelined, which issues later iterations' copies ahead "
+                                     "of it", hint="loop with T.serial around it")
             if isinstance(a, Atomic) and a.order in ("acquire", "acq_rel", "seq_cst"):
                 raise TilecraftError(
                     "TC502", span=a.span, detail=f"T.atomic_{a.kind} with memory_order "

@@ -22,7 +22,7 @@ from .context import KernelState
 def schedule_blocks(state: KernelState) -> None:
     """The pipeline's pass (a no-op without a block program)."""
     program = state.block_program
-    if program is None:
+    if program is None or program.cluster is not None:  # (clusters: blocks in grid order)
         return
     swizzled = any(isinstance(s, UseSwizzle) for s in walk(program.body))
     ranges = {v: (0, const_int(g) - 1) for v, g in zip(program.block_vars, program.grid)

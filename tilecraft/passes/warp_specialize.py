@@ -43,6 +43,7 @@ from tilecraft.block import (
     RegisterTensor,
     SharedTensor,
 )
+from tilecraft.block.barriers import is_cluster_sync
 from tilecraft.block.roles import WarpRoles
 from tilecraft.ir import BufferLoad, For, LetStmt, SeqStmt, Stmt, UseSwizzle
 from tilecraft.ir.simplify import simplify
@@ -59,8 +60,8 @@ def top_statements(body: Stmt) -> tuple[Stmt, ...]:
 def can_split(body: Stmt, num_threads: int) -> bool:
     """The kernel may take the split (the module's requirements besides the loop's own)."""
     top = top_statements(body)
-    if num_threads % 128 or any(isinstance(s, Exit) for s in walk(body)):
-        return False
+    if num_threads % 128 or any(isinstance(s, Exit) or is_cluster_sync(s) for s in walk(body)):
+        return False  # (a cluster barrier needs every thread of the block: no roles)
     if sum(isinstance(s, For) and s.kind == "pipelined" for s in top) != 1:
         return False
     return all(not any(isinstance(x, BufferLoad) for x in walk_expr(s.value))

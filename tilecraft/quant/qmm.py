@@ -263,7 +263,7 @@ def _plan(key: tuple, config: dict | None) -> tuple:
     if fold and not cfg.get("acc_scale"):  # (acc_scale folds 2^h into the f32 products)
         cfg.setdefault("fold_scales", True)  # (unless the caller's config says otherwise)
     kernel = qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias, **cfg)
-    split = cfg["split"]
+    split = cfg["split"] if not cfg.get("cluster") else 1  # (P's slices)
     reducer = qmm_reduce(M, N, split, xtype, has_bias) \
         if split > 1 and not cfg.get("last_block") else None
     _PLANS[key] = plan = (kernel, reducer, split)

@@ -23,7 +23,7 @@ def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
                acc_scale=False, zero_products=True, unroll=0, tma=True, zero_codes=False,
-               fold_scales=False, zero_fma=True, last_block=False):
+               fold_scales=False, zero_fma=True, last_block=False, cluster=False):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
@@ -48,7 +48,11 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     `last_block` (split > 1): each block writes its partial sums to P and counts itself in
     C[bn, bm] (an atomic that returns the count, ordered acq_rel); the tile's last block adds
     the slices in order, as `qmm_reduce` does (the same bits), writes Y and sets the count
-    back to 0 for the next call: one launch instead of two (C starts at zero: the caller)."""
+    back to 0 for the next call: one launch instead of two (C starts at zero: the caller).
+    `cluster` (split > 1, at most 8 slices): a tile's slices form a thread-block cluster; each
+    block leaves its partial sums in its shared memory and adds, in slice order (the same
+    bits again), its 1/split of the tile's rows from every block's (T.remote): no P, no
+    counts, no second kernel."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -66,7 +70,11 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 for i, p in enumerate(planes or ())]
     u_layout = byte_layout(warps, rows, bits)
     s_layout = w_layout.reduce(1, keepdim=True)  # a row's scale, where the row's elements are
-    p_shape = (split, M, N) if split > 1 else (1, 1, 1)  # partial sums (unused when split = 1)
+    cluster = cluster and split > 1
+    assert not cluster or (split <= 8 and BN % split == 0 and not last_block), \
+        "a cluster holds at most 8 slices, each adding whole rows"
+    # partial sums (unused when split = 1 or the cluster adds them)
+    p_shape = (split, M, N) if split > 1 and not cluster else (1, 1, 1)
     c_shape = (N // BN, -(-M // BM)) if split > 1 and last_block else (1, 1)  # arrivals a tile
     per_group = group // BK if acc_scale else 0  # k steps per scale group
     assert not acc_scale or (group % BK == 0 and (KS % group == 0 or G == 1)), \
@@ -86,7 +94,8 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
             S: T.Tensor((N, G), xtype), Z: T.Tensor((N, G), ztype), B: T.Tensor((N,), xtype),
             Y: T.Tensor((M, N), xtype), P: T.Tensor(p_shape, "float32"),
             C: T.Tensor(c_shape, "int32")):
-        with T.Kernel(N // BN, T.ceildiv(M, BM), split, threads=32 * warps) as (bn, bm, bs):
+        with T.Kernel(N // BN, T.ceildiv(M, BM), split, threads=32 * warps,
+                      cluster_dims=(1, 1, split) if cluster else None) as (bn, bm, bs):
             X_s = T.alloc_shared((BM, BK), xtype)
             W_s = T.alloc_shared((BN // 16, r * tile_bytes), "uint8")
             S_s = T.alloc_shared((BN, GS), xtype)  # the slice's scales (and zeros), read each step
@@ -177,14 +186,35 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                             for i, t in T.Parallel(BN, BM):
                                 acc[i, t] += part[i, t] * (2.0 ** fold) * S_s[i, gk]
                         T.clear(part)
-            for i, t in T.Parallel(BN, BM):
-                if bm * BM + t < M:
-                    if split > 1:
-                        P[bs, bm * BM + t, bn * BN + i] = acc[i, t]
-                    elif has_bias:
-                        Y[bm * BM + t, bn * BN + i] = acc[i, t] + B[bn * BN + i]
-                    else:
-                        Y[bm * BM + t, bn * BN + i] = acc[i, t]
+            if cluster:  # the slices' sums through the cluster's shared memory
+                mine = T.alloc_shared((BN, BM), "float32")
+                for i, t in T.Parallel(BN, BM):
+                    mine[i, t] = acc[i, t]
+                T.cluster_sync()
+                R = BN // split  # the rows this block adds
+                rank = T.cluster_rank()
+                out = T.alloc_fragment((R, BM), "float32")
+                T.clear(out)
+                for p in T.serial(split):  # (in order: qmm_reduce's sums, bit for bit)
+                    for i, t in T.Parallel(R, BM):
+                        out[i, t] += T.remote(mine, p)[rank * R + i, t]
+                for i, t in T.Parallel(R, BM):
+                    if bm * BM + t < M:
+                        if has_bias:
+                            Y[bm * BM + t, bn * BN + rank * R + i] = \
+                                out[i, t] + B[bn * BN + rank * R + i]
+                        else:
+                            Y[bm * BM + t, bn * BN + rank * R + i] = out[i, t]
+                T.cluster_sync()  # (no block leaves while another reads its memory)
+            else:
+                for i, t in T.Parallel(BN, BM):
+                    if bm * BM + t < M:
+                        if split > 1:
+                            P[bs, bm * BM + t, bn * BN + i] = acc[i, t]
+                        elif has_bias:
+                            Y[bm * BM + t, bn * BN + i] = acc[i, t] + B[bn * BN + i]
+                        else:
+                            Y[bm * BM + t, bn * BN + i] = acc[i, t]
             if split > 1 and last_block:
                 arrived = T.atomic_add(C[bn, bm], 1, memory_order="acq_rel", return_prev=True)
                 if arrived == split - 1:  # the tile's last slice: all are in P

@@ -304,7 +304,19 @@ class ExprPrinter:
         return r is not None and (r[0] > 0 or r[1] < -1) and x.dtype.bits >= 32
 
     def call(self, e: Call) -> str:
+        if e.op == "cluster_sync":  # (T.cluster_sync, an Evaluate at block level)
+            return "tc::cluster_sync()"
         args = [self.expr(a) for a in e.args]
+        if e.op == "remote_load":  # T.remote(buf, rank)[idx]: the element's twin in block rank
+            if is_packed(e.dtype):
+                raise TilecraftError("TC502", detail=f"T.remote of a {e.dtype} buffer",
+                                     hint="read a buffer of a standard type (or of bytes)")
+            load = e.args[1]
+            if not isinstance(load, BufferLoad) or load.buffer.scope != "shared":
+                raise TilecraftError("TC502", detail=f"T.remote of `{load}`, which is no "
+                                     "shared buffer element here", hint="a compiler pass moved "
+                                     "it: report this")
+            return f"tc::ld_remote({args[1]}, {args[0]})"
         if e.op == "abs" and _via_int(e.dtype):
             return f"tc::cast<{ctype(e.dtype)}>(abs({self._operand(e.args[0], INT32)}))"
         if e.op == "infinity" and is_packed(e.dtype):  # no inf: saturates to the maximum

@@ -47,6 +47,7 @@ from tilecraft.ir import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Call,
     Evaluate,
     For,
     If,
@@ -86,9 +87,12 @@ def _hoisted_reads(cx: LowerContext, loop: ParallelLoop, layout, out: list) -> d
     atomics = {s.dst.buffer for s in walk(loop.body) if isinstance(s, Atomic)}
     uses: dict = {}
     first_read: dict = {}
+    remote = set()  # (T.remote reads another block's memory at the element's address)
     for s in walk(loop.body):
         for e in stmt_exprs(s):
             for x in walk_expr(e):
+                if isinstance(x, Call) and x.op == "remote_load":
+                    remote.add(x.args[1].buffer)
                 if isinstance(x, BufferLoad) and x.buffer.scope == "shared":
                     uses.setdefault(x.buffer, set()).add(tuple(x.indices))
                     first_read.setdefault(x.buffer, s)
@@ -97,7 +101,7 @@ def _hoisted_reads(cx: LowerContext, loop: ParallelLoop, layout, out: list) -> d
             uses[s.buffer].add(tuple(s.indices))
     hoisted = {}
     for buf, forms in uses.items():
-        if buf in atomics:
+        if buf in atomics or buf in remote:
             continue
         (idx,) = forms if len(forms) == 1 else (None,)
         pos = [] if idx is None else \

@@ -49,6 +49,14 @@ TC_DEVICE void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
                ::: "memory");
 }
+// The element of block `rank` of the cluster at x's place in its shared memory (a generic
+// address mapped by mapa; T.remote).
+template <class T>
+TC_DEVICE T ld_remote(const T& x, u32 rank) {
+  unsigned long long p;
+  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(p) : "l"(&x), "r"(rank));
+  return *reinterpret_cast<const T*>(p);
+}
 TC_DEVICE u32 cluster_ctarank() {
   u32 r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));

@@ -1,0 +1,127 @@
+"""Thread-block clusters on the CPU: the blocks of one cluster run in turn.
+
+Each block of a cluster runs on its own machine (its own shared memory and registers) in a
+Python thread, but only one runs at a time: block 0 runs up to its first `T.cluster_sync()`
+(or its end), then block 1, ..., and when every block that has not ended has arrived, the
+barrier opens and block 0 goes on. The order is fixed, so runs repeat exactly; a block that
+has ended counts as arrived (as on the GPU). `T.remote(buf, r)` reads block r's memory as it
+is at that moment: a read not ordered after its write by a barrier sees uninitialised (NaN)
+elements or a buffer block r has not allocated (TC411), and a read of a block that has ended
+is TC411, since its shared memory is gone on the GPU.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from tilecraft.diagnostics import TilecraftError
+
+
+class _Aborted(BaseException):
+    """Another block of the cluster failed: this one stops where it waits."""
+
+
+class ClusterRun:
+    """The shared state of one cluster's blocks (`machines[rank]`)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.machines: list[Any] = [None] * size
+        self.ended = [False] * size
+        self.arrived = [False] * size
+        self.turn = 0
+        self.cv = threading.Condition()
+        self.error: BaseException | None = None
+
+    # ---- scheduling ------------------------------------------------------------------
+    def run(self, blocks: list[Callable[[], None]]) -> None:
+        """Run `blocks[rank]()` for every rank, in turn; re-raises the first error."""
+        threads = []
+        for rank, fn in enumerate(blocks):
+            ctx = contextvars.copy_context()
+            t = threading.Thread(target=ctx.run, args=(self._block, rank, fn), daemon=True)
+            threads.append(t)
+            t.start()
+        for t in threads:
+            t.join()
+        if self.error is not None:
+            raise self.error
+
+    def _block(self, rank: int, fn: Callable[[], None]) -> None:
+        try:
+            self._wait_turn(rank)
+            fn()
+        except _Aborted:
+            pass
+        except BaseException as err:  # noqa: BLE001 (handed to the caller's thread)
+            with self.cv:
+                if self.error is None:
+                    self.error = err
+        finally:
+            with self.cv:
+                self.ended[rank] = True
+                self._pass_turn(rank)
+
+    def _wait_turn(self, rank: int) -> None:
+        with self.cv:
+            while self.turn != rank and self.error is None:
+                self.cv.wait()
+            if self.error is not None:
+                raise _Aborted()
+
+    def _pass_turn(self, rank: int) -> None:
+        """After `rank` arrived or ended: the next block that still runs before the barrier,
+        else (all arrived) the barrier opens for the first block still running."""
+        for r in itertools.chain(range(rank + 1, self.size), range(rank + 1)):
+            if not self.ended[r] and not self.arrived[r]:
+                self.turn = r
+                break
+        else:
+            self.arrived = [False] * self.size
+            self.turn = next((r for r in range(self.size) if not self.ended[r]), -1)
+        self.cv.notify_all()
+
+    def sync(self, rank: int) -> None:
+        """`T.cluster_sync()` by block `rank`."""
+        with self.cv:
+            self.arrived[rank] = True
+            self._pass_turn(rank)
+        self._wait_turn(rank)
+
+    # ---- distributed shared memory -----------------------------------------------------
+    def peer(self, rank, buffer_name: str, reader: int):
+        """The machine of block `rank` (a scalar) for a read of `buffer_name`; TC411 when no
+        such block runs."""
+        r = int(rank)
+        if not 0 <= r < self.size:
+            raise TilecraftError("TC411", detail=f"T.remote({buffer_name}, {r}) in block rank "
+                                 f"{reader}: the cluster has ranks 0 to {self.size - 1}",
+                                 hint="a rank of this cluster")
+        if self.ended[r]:
+            raise TilecraftError("TC411", detail=f"block rank {reader} reads `{buffer_name}` of "
+                                 f"block rank {r}, which has ended", hint="its shared memory is "
+                                 "gone: end every block with T.cluster_sync() after the last "
+                                 "T.remote read")
+        return self.machines[r]
+
+
+def ranks_of(rank) -> list[int]:
+    """The distinct ranks of a scalar or per-element rank."""
+    return [int(r) for r in np.unique(np.asarray(rank))]
+
+
+def cluster_origins(grid: list[int], cluster: tuple[int, ...]):
+    """Every cluster's blocks, cluster by cluster (x fastest), each list in rank order."""
+    per = [range(0, g, c) for g, c in zip(grid, cluster)]
+    for origin in itertools.product(*reversed(per)):
+        origin = tuple(reversed(origin))
+        inner = itertools.product(*(range(c) for c in reversed(cluster)))
+        yield [tuple(o + i for o, i in zip(origin, reversed(idx))) for idx in inner]
+
+
+__all__ = ["ClusterRun", "cluster_origins", "ranks_of"]
