@@ -37,8 +37,19 @@ from __future__ import annotations
 import dataclasses
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import (Atomic, Break, BufferLoad, BufferStore, Call, Evaluate, For, If, SeqStmt,
-                          Stmt, While)
+from tilecraft.ir import (
+    Atomic,
+    Break,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Evaluate,
+    For,
+    If,
+    SeqStmt,
+    Stmt,
+    While,
+)
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from .instructions import AllocateRegister, AllocateShared, Instruction, Synchronize

@@ -8,8 +8,19 @@ import numpy as np
 
 from tilecraft import dtypes as dt
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Compare, Const, Expr, Not, Select,
-                          Var)
+from tilecraft.ir import (
+    BinOp,
+    Buffer,
+    BufferLoad,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Not,
+    Select,
+    Var,
+)
 
 from .arith import arith, compare, int_value
 from .values import np_type, store_cast

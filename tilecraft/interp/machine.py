@@ -16,9 +16,26 @@ from typing import Any
 import numpy as np
 
 from tilecraft.diagnostics import TilecraftError, at_span
-from tilecraft.ir import (Allocate, Atomic, Break, Buffer, BufferRegion, BufferStore, Evaluate, For,
-                          If, KernelLaunch, LetStmt, ParallelLoop, PrimFunc, SeqStmt, Stmt, TileOp,
-                          Var, While)
+from tilecraft.ir import (
+    Allocate,
+    Atomic,
+    Break,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Evaluate,
+    For,
+    If,
+    KernelLaunch,
+    LetStmt,
+    ParallelLoop,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    TileOp,
+    Var,
+    While,
+)
 from tilecraft.ir.indices import check_parallel_fragments
 
 from . import nan_check

@@ -20,8 +20,18 @@ nor a copy from a global tensor the body stores to (the prefetch would read it t
 from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError
-from tilecraft.ir import (Atomic, BufferLoad, BufferStore, Call, Copy, Evaluate, For, LetStmt, TileOp,
-                          Var)
+from tilecraft.ir import (
+    Atomic,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Copy,
+    Evaluate,
+    For,
+    LetStmt,
+    TileOp,
+    Var,
+)
 from tilecraft.ir.visitor import region_exprs, stmt_children, stmt_exprs, walk, walk_expr
 
 from .context import KernelState, PipelinePlan
