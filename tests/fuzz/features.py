@@ -42,6 +42,8 @@ HELP = {
     "atomic_ordered": "block-level atomics that return the old value, ordered (acq_rel / "
                       "seq_cst): the last block to count itself in a cell copies the cell's sum",
     "reduce_shared": "reductions reading a shared tile",
+    "cluster": "a thread-block cluster (cluster_dims): blocks read each other's shared tiles "
+               "through T.remote between T.cluster_sync barriers",
     "var_alias": "`y = x` with x a T.alloc_var (a bare var on the right of an assignment)",
     "rebind_parallel": "rebinding inside T.Parallel bodies (refused with TC116 today)",
 }
@@ -80,6 +82,7 @@ class Features:
     atomic_exotic: bool = True
     atomic_ordered: bool = True
     reduce_shared: bool = True
+    cluster: bool = True
     var_alias: bool = True
     rebind_parallel: bool = True
     dtypes: tuple = field(default=tuple(D.ALL))

@@ -26,6 +26,7 @@ from . import dtypes as D
 from . import values as M
 from .features import Features
 from .segments import CopySeg, EwSeg
+from .segments_cluster import ClusterSeg
 from .segments_mm import AtomicSeg, GemmSeg, ScalarSeg
 from .segments_red import CumSeg, RedSeg
 from .tiles import Ctx, Namer, Segment
@@ -53,12 +54,13 @@ class Program:
     def source(self) -> str:
         c = self.ctx
         decls = ",\n             ".join(p.decl() for p in self.params())
+        cluster = f", cluster_dims={c.cluster}" if c.cluster else ""
         head = [f"# tilecraft fuzz program: seed={self.seed} {self.feats.spec()}",
                 f"# segments: {' '.join(type(s).__name__ for s in self.segments)}",
                 "import tilecraft.language as T", "", "", "def make():", "    @T.prim_func",
                 f"    def {self.name}({decls}):",
-                f"        with T.Kernel({c.grid[0]}, {c.grid[1]}, threads={c.threads}) as "
-                f"({c.bx}, {c.by}):"]
+                f"        with T.Kernel({c.grid[0]}, {c.grid[1]}, threads={c.threads}"
+                f"{cluster}) as ({c.bx}, {c.by}):"]
         body = []
         for s in self.segments:
             body += ["            " + ln for ln in s.lines(c)]
@@ -97,9 +99,18 @@ def generate(seed: int, feats: Features | None = None) -> Program:
     ctx = Ctx(rng, feats, names, grid, rng.choice([32, 64, 128, 128, 128, 256]))
     ctx.bx, ctx.by = names.fresh("bx"), names.fresh("by")
     prog = Program(seed, feats, ctx)
-    for _ in range(rng.choice([1, 1, 2, 2, 3])):
+    n = rng.choice([1, 1, 2, 2, 3])
+    if feats.cluster and grid != (1, 1) and rng.random() < 0.1:
+        # a thread-block cluster of the grid's blocks (or a part of them) with its segment
+        cx = rng.choice([d for d in (1, 2, 3) if grid[0] % d == 0])
+        cy = rng.choice([d for d in (1, 2) if grid[1] % d == 0 and cx * d > 1] or [grid[1]])
+        ctx.cluster = (cx, cy)
+        prog.segments.append(ClusterSeg(ctx))
+        n -= 1
+    for _ in range(n):
         fam = rng.choices(fams, [WEIGHTS[f] for f in fams])[0]
         prog.segments.append(SEGMENTS[fam](ctx))
+    rng.shuffle(prog.segments)
     return prog
 
 

@@ -71,6 +71,7 @@ class Ctx:
     bx: str = "bx"
     by: str = "by"
     params: list = field(default_factory=list)
+    cluster: tuple | None = None  # the kernel's cluster_dims (segments_cluster.py)
 
 
 @dataclass
