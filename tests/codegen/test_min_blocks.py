@@ -109,3 +109,63 @@ def test_the_one_block_source_is_kept_even_when_it_spills():
     gen = GeneratedKernel("many_live", _MANY_LIVE.format(blocks=2), (), None, None, ())
     compiled, source = compile_generated(gen, "sm_90a")
     assert source == gen.source and compiled.resources.spill_stores > 0
+
+
+# ---- tensor-core kernels: a few registers fewer so that the grid runs in one wave -----------
+def _gen(grid, threads=128, smem=26880, source="", name="k"):
+    from tilecraft.runtime import LaunchSpec
+
+    return GeneratedKernel(name, source, (), LaunchSpec(grid=grid, block=(threads,), smem=smem),
+                           None, ())
+
+
+@pytest.mark.parametrize("grid, registers, want", [
+    ((128, 1, 4), 129, 4),    # 512 blocks: 4 an SM fit in one wave at 128 registers
+    ((128, 1, 4), 144, 4),    # (at most 16 registers given up)
+    ((128, 1, 4), 145, None),
+    ((128, 1, 4), 128, None),  # already one wave
+    ((132,), 200, None),      # one block an SM: nothing to ask
+    ((64, 1, 4), 129, None),  # 256 blocks: 2 an SM leave 256 registers
+])
+def test_one_wave_blocks(grid, registers, want):
+    from tilecraft.codegen.block_cuda.build import one_wave_blocks
+
+    assert one_wave_blocks(_gen(grid), "sm_90a", registers) == want
+
+
+def test_no_one_wave_ask_without_a_static_grid_or_room_in_shared_memory():
+    from tilecraft.codegen.block_cuda.build import one_wave_blocks
+
+    assert one_wave_blocks(_gen((lambda d: 512,)), "sm_90a", 129) is None
+    assert one_wave_blocks(_gen((128, 1, 4), smem=100_000), "sm_90a", 129) is None
+
+
+_LIVE = """
+extern "C" __global__ void __launch_bounds__(256, {blocks})
+live(const float* __restrict__ x, float* __restrict__ y) {{
+  float v[76];
+  #pragma unroll
+  for (int i = 0; i < 76; ++i) v[i] = x[threadIdx.x + i * 256];
+  float s = 0.0f;
+  #pragma unroll
+  for (int i = 0; i < 76; ++i) s += v[i] * v[75 - i];
+  #pragma unroll
+  for (int i = 0; i < 76; ++i) y[threadIdx.x + i * 256] = v[i] * s;
+}}
+"""
+
+
+def test_a_one_wave_ask_that_spills_keeps_the_one_block_source():
+    from tilecraft.codegen.block_cuda.build import one_wave_blocks
+
+    gen = _gen((396,), threads=256, smem=0, source=_LIVE.format(blocks=1), name="live")
+    compiled, source = compile_generated(gen, "sm_90a")  # 3 blocks an SM: 80 registers
+    regs = compiled.resources.registers
+    if one_wave_blocks(gen, "sm_90a", regs) is None:
+        pytest.skip(f"this ptxas gives {regs} registers: no ask")
+    tight = _LIVE.format(blocks=3)
+    from tilecraft.runtime import compile_cuda
+
+    spills = compile_cuda(tight, "sm_90a", name="live").resources.spill_stores
+    assert source == (gen.source if spills else tight)
+    assert compiled.resources.spill_stores == 0

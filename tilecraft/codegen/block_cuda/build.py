@@ -72,7 +72,54 @@ def compile_block(gen, arch: str):
         res = compiled.resources
         if not (res.spill_stores or res.spill_loads):
             break
+    b = one_wave_blocks(gen, arch, compiled.resources.registers) \
+        if source == gen.source and not gen.ladder_sources else None
+    if b is not None:  # a few registers fewer make the grid one wave: ask ptxas for them
+        threads = launch_threads_of(gen)
+        tight = source.replace(f"__launch_bounds__({threads}, 1)",
+                               f"__launch_bounds__({threads}, {b})", 1)
+        again = compile_cuda(tight, arch, name=gen.name)
+        if not (again.resources.spill_stores or again.resources.spill_loads):
+            return again, tight
     return compiled, source
+
+
+#: the most registers a thread gives up so that the grid runs in one wave (one_wave_blocks)
+WAVE_SQUEEZE = 16
+
+
+def launch_threads_of(gen) -> int:
+    n = 1
+    for t in gen.launch.block:
+        n *= t
+    return n
+
+
+def one_wave_blocks(gen, arch: str, registers: int | None) -> int | None:
+    """Blocks per SM at which a static grid of more blocks than SMs runs in one wave, when
+    ptxas's `registers` per thread leave room for fewer and at most WAVE_SQUEEZE more than that
+    count allows: a tensor-core kernel (which keeps the registers its tiles need, no ladder)
+    then asks for them in __launch_bounds__ (the decode quantized matmul at 8192 x 8192, 16
+    tokens: 129 registers, 3 of its 3.9 blocks an SM resident, 1.3 waves; benchmarks/NOTES.md,
+    session 20). None otherwise."""
+    from .printer import resolve_target
+
+    target = resolve_target(arch)
+    launch = getattr(gen, "launch", None)
+    if target is None or registers is None or launch is None or \
+            not all(isinstance(g, int) for g in launch.grid):
+        return None
+    n = launch_threads_of(gen)
+    blocks = 1
+    for g in gen.launch.grid:
+        blocks *= g
+    b = -(-blocks // target.sm_count)
+    fit = min(target.max_blocks_per_sm, target.shared_memory_per_sm // (gen.launch.smem + 1024),
+              2048 // n)
+    if not 2 <= b <= fit:
+        return None
+    budget = min(target.registers_per_sm // (b * n) // 8 * 8, target.max_registers_per_thread)
+    return b if budget < registers <= budget + WAVE_SQUEEZE else None
 
 
 class BlockKernel:
