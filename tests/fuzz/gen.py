@@ -99,18 +99,17 @@ def generate(seed: int, feats: Features | None = None) -> Program:
     ctx = Ctx(rng, feats, names, grid, rng.choice([32, 64, 128, 128, 128, 256]))
     ctx.bx, ctx.by = names.fresh("bx"), names.fresh("by")
     prog = Program(seed, feats, ctx)
-    n = rng.choice([1, 1, 2, 2, 3])
-    if feats.cluster and grid != (1, 1) and rng.random() < 0.1:
-        # a thread-block cluster of the grid's blocks (or a part of them) with its segment
-        cx = rng.choice([d for d in (1, 2, 3) if grid[0] % d == 0])
-        cy = rng.choice([d for d in (1, 2) if grid[1] % d == 0 and cx * d > 1] or [grid[1]])
-        ctx.cluster = (cx, cy)
-        prog.segments.append(ClusterSeg(ctx))
-        n -= 1
-    for _ in range(n):
+    for _ in range(rng.choice([1, 1, 2, 2, 3])):
         fam = rng.choices(fams, [WEIGHTS[f] for f in fams])[0]
         prog.segments.append(SEGMENTS[fam](ctx))
-    rng.shuffle(prog.segments)
+    # a thread-block cluster of the grid's blocks (or a part of them) with its segment, last and
+    # decided by a generator of its own: the other segments are those of the seed without it
+    crng = random.Random(f"cluster {seed}")
+    if feats.cluster and grid != (1, 1) and crng.random() < 0.1:
+        cx = crng.choice([d for d in (1, 2, 3) if grid[0] % d == 0])
+        cy = crng.choice([d for d in (1, 2) if grid[1] % d == 0 and cx * d > 1] or [grid[1]])
+        ctx.cluster = (cx, cy)
+        prog.segments.append(ClusterSeg(ctx))
     return prog
 
 
