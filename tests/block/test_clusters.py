@@ -7,6 +7,8 @@ block that has ended and the forms tilecraft does not take are located errors.""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -148,7 +150,7 @@ def test_clusters_compile_for_sm90a():
 def test_clusters_on_sm80_are_tc502():
     with pytest.raises(TilecraftError) as info:
         _source(cluster_sum(512, 4).func, "sm_80")
-    assert info.value.code == "TC502" and "sm_90" in info.value.hint
+    assert info.value.code == "TC502" and "sm_90" in info.value.hint and "sm_80" in str(info.value)
 
 
 # ---- refused forms ---------------------------------------------------------------------------
@@ -332,3 +334,171 @@ def test_the_examples_rows_split_over_a_cluster_on_the_interpreter(name):
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm_silu", "layernorm"])
 def test_the_examples_rows_split_over_a_cluster_on_the_gpu(name, split):
     assert _norm_case(name, 300, 8192, split, "cuda") < 1e-3
+
+
+# ---- what a review found (session 20) -------------------------------------------------------
+@tilecraft.jit
+def own_index():
+    """Y[b] = the peer's s at the index this block's s[0] holds."""
+
+    @T.prim_func
+    def k(A: T.Tensor((2, 8), "int32"), Y: T.Tensor((2,), "int32")):
+        with T.Kernel(2, threads=32, cluster_dims=2) as bx:
+            s = T.alloc_shared((8,), "int32")
+            for i in T.Parallel(8):
+                s[i] = A[bx, i]
+            T.cluster_sync()
+            Y[bx] = T.remote(s, 1 - T.cluster_rank())[s[0]]
+            T.cluster_sync()
+
+    return k
+
+
+@tilecraft.jit
+def masked_ranks():
+    """Elements 0 and 1 read block i's s[0]; the others (rank i outside the cluster) none."""
+
+    @T.prim_func
+    def k(Y: T.Tensor((2, 8), "float32"), Z: T.Tensor((2, 8), "float32")):
+        with T.Kernel(2, threads=32, cluster_dims=2) as bx:
+            s = T.alloc_shared((1,), "float32")
+            s[0] = T.cast(bx, "float32") + 5.0
+            T.cluster_sync()
+            for i in T.Parallel(8):
+                if i < 2:
+                    Y[bx, i] = T.remote(s, i)[0]
+                Z[bx, i] = T.if_then_else(i < 2, T.remote(s, i)[0], 0.0)
+            T.cluster_sync()
+
+    return k
+
+
+def _run_both(func, args):
+    from tilecraft.block.vm import run
+
+    want = [a.copy() for a in args]
+    interp.run(func, want)
+    for arena in (False, True):
+        got = [a.copy() for a in args]
+        run(lowered_program(lower(func, H100_SXM)), got, arena=arena)
+        for a, b in zip(want, got):
+            np.testing.assert_array_equal(a, b)
+    return want
+
+
+def test_remote_indices_are_the_readers_values():
+    A = np.array([[3, 10, 11, 12, 13, 14, 15, 16], [5, 20, 21, 22, 23, 24, 25, 26]], np.int32)
+    _, y = _run_both(own_index().func, [A, np.zeros(2, np.int32)])
+    np.testing.assert_array_equal(y, [A[1, A[0, 0]], A[0, A[1, 0]]])
+    assert "tc::ld_remote(s_[s_[0]]" in _source(own_index().func)
+
+
+def test_ranks_an_if_masks_off_read_nothing():
+    y, z = _run_both(masked_ranks().func, [np.zeros((2, 8), np.float32)] * 2)
+    for out in (y, z):
+        np.testing.assert_array_equal(out[:, :2], [[5, 6], [5, 6]])
+        np.testing.assert_array_equal(out[:, 2:], 0)
+
+
+@pytest.mark.parametrize("case", ["read_before_write_barrier", "write_after_read"])
+def test_reads_that_race_a_write_are_tc411(case):
+    @T.prim_func
+    def raw(A: T.Tensor((2, 32), "float32"), Y: T.Tensor((2, 32), "float32")):
+        with T.Kernel(2, threads=32, cluster_dims=2) as bx:
+            s = T.alloc_shared((32,), "float32")
+            for i in T.Parallel(32):
+                s[i] = A[bx, i]
+            for i in T.Parallel(32):
+                Y[bx, i] = T.remote(s, 0)[i]  # (rank 1: rank 0 may still be writing)
+            T.cluster_sync()
+
+    @T.prim_func
+    def war(A: T.Tensor((2, 32), "float32"), Y: T.Tensor((2, 32), "float32")):
+        with T.Kernel(2, threads=32, cluster_dims=2) as bx:
+            s = T.alloc_shared((32,), "float32")
+            for i in T.Parallel(32):
+                s[i] = A[bx, i]
+            T.cluster_sync()
+            for i in T.Parallel(32):
+                Y[bx, i] = T.remote(s, 1 - T.cluster_rank())[i]
+            for i in T.Parallel(32):
+                s[i] = -1.0  # (the peer may still be reading)
+            T.cluster_sync()
+
+    func = raw if case == "read_before_write_barrier" else war
+    args = [np.arange(64, dtype=np.float32).reshape(2, 32), np.zeros((2, 32), np.float32)]
+    with pytest.raises(TilecraftError) as info:
+        interp.run(func, args)
+    assert info.value.code == "TC411"
+    assert "T.cluster_sync() between" in info.value.hint
+
+
+def test_a_shared_tile_read_at_other_elements_and_remotely_is_still_refused():
+    @T.prim_func
+    def k(A: T.Tensor((2, 128), "float32"), Y: T.Tensor((2, 64), "float32")):
+        with T.Kernel(2, threads=64, cluster_dims=2) as bx:
+            s = T.alloc_shared((128,), "float32")
+            T.copy(A[bx, 0], s)
+            T.cluster_sync()
+            for i in T.Parallel(64):
+                s[i] = A[bx, i] * 2.0
+                Y[bx, i] = s[63 - i] + T.remote(s, 1 - T.cluster_rank())[64 + i]  # ERR
+            T.cluster_sync()
+
+    _refused(lambda: _source(k), "TC502")
+
+
+def test_a_loop_end_read_from_memory_is_read_once():
+    @T.prim_func
+    def k(Y: T.Tensor((2, 16), "int32")):
+        with T.Kernel(2, threads=32) as bx:
+            s = T.alloc_shared((1,), "int32")
+            s[0] = 4
+            for j in T.serial(s[0]):
+                Y[bx, j] = j + 1
+                s[0] = 1
+
+    y = np.zeros((2, 16), np.int32)
+    interp.run(k, [y])
+    np.testing.assert_array_equal(y[:, :5], [[1, 2, 3, 4, 0]] * 2)
+    assert re.search(r"const int (\w+)end = s_\[0\];\s*for \(int \1 = 0; \1 < \1end;", _source(k))
+
+
+def test_constant_ranks_outside_the_cluster_and_sub_byte_buffers_are_tc108():
+    def rank():
+        @T.prim_func
+        def k(Y: T.Tensor((2,), "float32")):
+            with T.Kernel(2, threads=32, cluster_dims=2) as bx:
+                s = T.alloc_shared((4,), "float32")
+                Y[bx] = T.remote(s, 2)[0]  # ERR
+
+    def nibbles():
+        @T.prim_func
+        def k(Y: T.Tensor((2,), "int8")):
+            with T.Kernel(2, threads=32, cluster_dims=2) as bx:
+                s = T.alloc_shared((4,), "int4")
+                Y[bx] = T.remote(s, 1)[0]  # ERR
+
+    assert "from 0 to 1" in _refused(rank, "TC108").hint
+    assert "standard type" in _refused(nibbles, "TC108").hint
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["own_index", "masked_ranks"])
+def test_the_reviews_cases_on_the_gpu_match_the_interpreter(case):
+    import torch
+
+    if case == "own_index":
+        func = own_index().func
+        args = [np.array([[3, 10, 11, 12, 13, 14, 15, 16], [5, 20, 21, 22, 23, 24, 25, 26]],
+                         np.int32), np.zeros(2, np.int32)]
+    else:
+        func = masked_ranks().func
+        args = [np.full((2, 8), -7, np.float32), np.full((2, 8), -7, np.float32)]
+    want = [a.copy() for a in args]
+    interp.run(func, want)
+    dev = [torch.from_numpy(a.copy()).cuda() for a in args]
+    tilecraft.compile(func, target="cuda")(*dev)
+    torch.cuda.synchronize()
+    for a, b in zip(want, dev):
+        np.testing.assert_array_equal(b.cpu().numpy(), a)

@@ -195,19 +195,24 @@ class BlockVM(Machine):
             m.env[v] = np.int32(i)
         return m
 
-    def with_peer_memory(self, peer: BlockVM, buf, fn):
-        """`fn()` with shared buffer `buf` read from `peer`'s shared memory (T.remote)."""
-        mine = [t for t in peer.smem if t.buffer is buf]
-        if not mine:
-            raise TilecraftError("TC411", detail=f"block rank {self.rank} reads `{buf.name}` "
-                                 f"of block rank {peer.rank} before that block allocated it",
-                                 hint="T.cluster_sync() between the writes and the reads")
-        saved = self.smem
-        self.smem = {**saved, **{t: peer.smem[t] for t in mine}}
-        try:
-            return fn()
-        finally:
-            self.smem = saved
+    def shared_storage(self, buf):
+        """(shared tensor, its flat storage) of `buf` (T.remote; elements through the layout:
+        `positions`), or None before it is allocated."""
+        t = next((t for t in self.smem if t.buffer is buf), None)
+        return None if t is None else (t, self.smem[t])
+
+    @staticmethod
+    def positions(key, idx, arr):
+        for d, (i, n) in enumerate(zip(idx, key.shape)):
+            if np.size(i) and (np.min(i) < 0 or np.max(i) >= n):
+                bad = int(np.min(i)) if np.min(i) < 0 else int(np.max(i))
+                raise TilecraftError("TC401", buffer=key.name, shape=list(key.shape),
+                                     detail=f"index {bad} in dimension {d} (size {n}) of "
+                                     "another block's copy (T.remote)")
+        return shared_offsets(key.layout)[tuple(np.asarray(i, np.int64) for i in idx)]
+
+    def shared_arrays(self) -> dict:
+        return dict(self.smem)
 
     def reset_block(self) -> None:
         self.regs.clear()

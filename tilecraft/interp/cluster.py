@@ -37,6 +37,9 @@ class ClusterRun:
         self.turn = 0
         self.cv = threading.Condition()
         self.error: BaseException | None = None
+        # per rank, its shared memory as the last barrier opened (what others may read now)
+        self.snaps: list[dict] = [{} for _ in range(size)]
+        self.reads: list[tuple] = []  # (rank, key, positions, reader, name) since that barrier
 
     # ---- scheduling ------------------------------------------------------------------
     def run(self, blocks: list[Callable[[], None]]) -> None:
@@ -51,6 +54,7 @@ class ClusterRun:
             t.join()
         if self.error is not None:
             raise self.error
+        self._check_reads()  # (the last barrier's reads against the writes after them)
 
     def _block(self, rank: int, fn: Callable[[], None]) -> None:
         try:
@@ -84,6 +88,14 @@ class ClusterRun:
         else:
             self.arrived = [False] * self.size
             self.turn = next((r for r in range(self.size) if not self.ended[r]), -1)
+            if self.error is None and self.turn >= 0:  # the barrier opens
+                try:
+                    self._check_reads()
+                except TilecraftError as err:
+                    self.error = err
+                self.snaps = [{k: a.copy() for k, a in m.shared_arrays().items()}
+                              for m in self.machines]
+                self.reads = []
         self.cv.notify_all()
 
     def sync(self, rank: int) -> None:
@@ -94,6 +106,42 @@ class ClusterRun:
         self._wait_turn(rank)
 
     # ---- distributed shared memory -----------------------------------------------------
+    def read(self, m, rank: int, buf, idx: list) -> np.ndarray:
+        """Elements `idx` of block `rank`'s `buf`, read by machine `m`: TC411 unless they hold
+        what they held when the last barrier opened (a write since then races the read), and
+        at the next barrier if they changed since (the read raced that write). A block's own
+        memory is read as it is."""
+        peer = self.peer(rank, buf.name, m.rank)
+        st = peer.shared_storage(buf)
+        if st is None:
+            raise TilecraftError("TC411", detail=f"block rank {m.rank} reads `{buf.name}` of "
+                                 f"block rank {rank} before that block allocated it",
+                                 hint="T.cluster_sync() between the writes and the reads")
+        key, arr = st
+        pos = np.asarray(peer.positions(key, idx, arr))
+        flat = arr.reshape(-1)
+        if rank == m.rank:  # its own memory: ordered by the block's barriers
+            return flat[pos]
+        snap = self.snaps[rank].get(key)
+        if snap is None or _changed(snap.reshape(-1)[pos], flat[pos]).any():
+            raise TilecraftError("TC411", detail=f"block rank {m.rank} reads `{buf.name}` of "
+                                 f"block rank {rank}, which that block wrote after the last "
+                                 "T.cluster_sync()", hint="T.cluster_sync() between the writes "
+                                 "and the reads")
+        self.reads.append((rank, key, pos, m.rank, buf.name))
+        return flat[pos]
+
+    def _check_reads(self) -> None:
+        """TC411 when a block overwrote elements another read since the last barrier."""
+        for rank, key, pos, reader, name in self.reads:
+            cur = self.machines[rank].shared_arrays().get(key)
+            snap = self.snaps[rank][key]
+            if cur is None or _changed(snap.reshape(-1)[pos], cur.reshape(-1)[pos]).any():
+                raise TilecraftError("TC411", detail=f"block rank {rank} wrote `{name}` "
+                                     f"elements that block rank {reader} read before the next "
+                                     "T.cluster_sync()", hint="T.cluster_sync() between the "
+                                     "reads and the writes")
+
     def peer(self, rank, buffer_name: str, reader: int):
         """The machine of block `rank` (a scalar) for a read of `buffer_name`; TC411 when no
         such block runs."""
@@ -110,9 +158,35 @@ class ClusterRun:
         return self.machines[r]
 
 
-def ranks_of(rank) -> list[int]:
-    """The distinct ranks of a scalar or per-element rank."""
-    return [int(r) for r in np.unique(np.asarray(rank))]
+def read_remote(m, buf, rank: np.ndarray, idx: list, ctype, lenient: bool):
+    """`T.remote(buf, rank)[idx]` on machine `m` (rank and indices evaluated there, scalars
+    or per-element arrays): elements an enclosing `if` masks off read nothing (0); in a
+    lenient evaluation (an unused T.if_then_else side) a bad read gives 0."""
+    run = m.cluster_run
+    shape = np.broadcast_shapes(rank.shape, *(i.shape for i in idx))
+    if m.mask is not None:
+        shape = np.broadcast_shapes(shape, np.shape(m.mask))
+    active = np.ones(shape, bool) if m.mask is None else \
+        np.broadcast_to(np.asarray(m.mask, bool), shape)
+    ranks = np.broadcast_to(rank, shape)
+    idx = [np.broadcast_to(i, shape) for i in idx]
+    out = np.zeros(shape, ctype)
+    for r in np.unique(ranks[active]):
+        sel = active & (ranks == r)
+        try:
+            out[sel] = np.asarray(run.read(m, int(r), buf, [i[sel] for i in idx])).astype(ctype)
+        except TilecraftError:
+            if not lenient:
+                raise
+    return out[()] if out.ndim == 0 else out
+
+
+def _changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per element, whether the bits of a and b differ."""
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return np.ones(max(a.size, 1), bool)
+    return (a.view(np.uint8).reshape(a.size, -1) != b.view(np.uint8).reshape(b.size, -1)).any(1)
 
 
 def cluster_origins(grid: list[int], cluster: tuple[int, ...]):
@@ -124,4 +198,4 @@ def cluster_origins(grid: list[int], cluster: tuple[int, ...]):
         yield [tuple(o + i for o, i in zip(origin, reversed(idx))) for idx in inner]
 
 
-__all__ = ["ClusterRun", "cluster_origins", "ranks_of"]
+__all__ = ["ClusterRun", "cluster_origins", "read_remote"]

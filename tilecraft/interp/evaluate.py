@@ -193,19 +193,19 @@ class Evaluator:
         return np.asarray(store_cast(e.dtype, r)).astype(t)
 
     def remote_load(self, e: Call):
-        """`T.remote(buf, rank)[idx]`: the indices here, the element in block rank's memory."""
-        from .cluster import ranks_of
+        """`T.remote(buf, rank)[idx]`: the rank and the indices evaluated here (the reader's
+        memory), the element read from block rank's `buf`; elements an enclosing `if` masks off
+        read nothing (0), and so do the unused side of T.if_then_else's bad ranks."""
+        from .cluster import read_remote
 
-        rank, load = self.eval(e.args[0]), e.args[1]
+        load = e.args[1]
         if not isinstance(load, BufferLoad) or load.buffer.scope != "shared":
             raise TilecraftError("TC403", detail=f"T.remote of `{load}`, which is no shared "
                                  "buffer element here", hint="a compiler pass moved it")
-        out = None
-        for r in ranks_of(rank):
-            peer = self.m.cluster_run.peer(r, load.buffer.name, self.m.rank)
-            v = np.asarray(self.m.with_peer_memory(peer, load.buffer, lambda: self.eval(load)))
-            out = v if out is None else np.where(np.asarray(rank) == r, v, out)
-        return out[()] if out.ndim == 0 else out
+        rank = np.asarray(self.eval(e.args[0]))
+        idx = [np.asarray(self.eval(i)) for i in load.indices]
+        return read_remote(self.m, load.buffer, rank, idx, compute_type(load.buffer.dtype),
+                           self.lenient)
 
     def load(self, e: BufferLoad):
         buf = e.buffer

@@ -129,19 +129,27 @@ class Machine:
             self.env[v] = _ThreadVar(v)
         self.exec(s.body)
 
-    def with_peer_memory(self, peer: Machine, buf: Buffer, fn):
-        """`fn()` with `buf` read from `peer`'s memory (T.remote)."""
-        arr = peer.buffers.get(buf)
-        if arr is None:
-            raise TilecraftError("TC411", detail=f"block rank {self.rank} reads `{buf.name}` "
-                                 f"of block rank {peer.rank} before that block allocated it",
-                                 hint="T.cluster_sync() between the writes and the reads")
-        saved = self.buffers
-        self.buffers = {**saved, buf: arr}
-        try:
-            return fn()
-        finally:
-            self.buffers = saved
+    def shared_storage(self, buf: Buffer):
+        """(key, array) of this block's shared buffer `buf` (T.remote reads it), or None before
+        it is allocated; its elements are array[idx] at logical indices idx."""
+        arr = self.buffers.get(buf)
+        return None if arr is None else (buf, arr)
+
+    @staticmethod
+    def positions(key: Buffer, idx: list, arr) -> np.ndarray:
+        """Flat positions in `arr` (buffer `key`'s storage) of logical indices `idx`; TC401
+        outside it."""
+        for d, (i, n) in enumerate(zip(idx, arr.shape)):
+            if np.size(i) and (np.min(i) < 0 or np.max(i) >= n):
+                bad = int(np.min(i)) if np.min(i) < 0 else int(np.max(i))
+                raise TilecraftError("TC401", buffer=key.name, shape=list(arr.shape),
+                                     detail=f"index {bad} in dimension {d} (size {n}) of "
+                                     "another block's copy (T.remote)")
+        return np.ravel_multi_index(tuple(np.asarray(i, np.int64) for i in idx), arr.shape)
+
+    def shared_arrays(self) -> dict:
+        """Every shared buffer's storage (the cluster's snapshots of them, cluster.py)."""
+        return {b: a for b, a in self.buffers.items() if b.scope == "shared"}
 
     def allocate(self, s: Allocate) -> None:
         b = s.buffer

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from tilecraft.diagnostics import TilecraftError, current_span
 from tilecraft.frontend.builder import in_kernel
-from tilecraft.ir import Buffer, BufferLoad, Call, Evaluate, Expr, as_expr, index_buffer
+from tilecraft.ir import (Buffer, BufferLoad, BufferRegion, Call, Evaluate, Expr, as_expr,
+                          index_buffer)
 
 from .surface import int_arg
 
@@ -82,11 +83,22 @@ def remote(buf: Buffer, rank) -> RemoteBuffer:
     """Block `rank`'s (0 .. cluster size - 1) shared buffer `buf`, the same allocation in
     every block: `T.remote(buf, r)[i, j]` reads its element (distributed shared memory).
     Reads only; order them after the writer's `T.cluster_sync()`."""
-    _cluster("T.remote")
+    dims, _ = _cluster("T.remote")
     if not isinstance(buf, Buffer) or buf.scope != "shared":
-        raise TilecraftError("TC108", detail=f"T.remote of {buf!r}",
-                             hint="T.remote reads a shared buffer (T.alloc_shared)")
+        what = f"a part of `{buf.buffer.name}`" if isinstance(buf, BufferRegion) else \
+            f"`{buf.name}` ({buf.scope})" if isinstance(buf, Buffer) else repr(buf)
+        raise TilecraftError("TC108", detail=f"T.remote of {what}",
+                             hint="T.remote reads a whole shared buffer (T.alloc_shared)")
+    if not buf.dtype.is_standard:
+        raise TilecraftError("TC108", detail=f"T.remote of the {buf.dtype} buffer `{buf.name}`",
+                             hint="read a buffer of a standard type (or its bytes, uint8)")
     rank = int_arg(rank, "the rank of T.remote")
+    size = 1
+    for c in dims:
+        size *= c
+    if isinstance(rank, int) and not 0 <= rank < size:
+        raise TilecraftError("TC108", detail=f"T.remote({buf.name}, {rank}) in a cluster of "
+                             f"{size} blocks", hint=f"a rank from 0 to {size - 1}")
     return RemoteBuffer(buf, as_expr(rank))
 
 

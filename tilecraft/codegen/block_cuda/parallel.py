@@ -117,8 +117,13 @@ class ParallelPrinter(AtomicPrinter):
             first, n = bound(s.start, self.exprs.ranges), bound(s.extent, self.exprs.ranges)
             if first is not None and n is not None and n[1] > 0:  # from the extent's interval
                 self.exprs.ranges[s.var] = (first[0], first[1] + n[1] - 1)
-            self.open(f"for (int {v} = {self.p(s.start)}; {v} < {self.p(s.start + s.extent)}; "
-                      f"++{v})")
+            from .printer import reads_memory
+
+            end = self.p(s.start + s.extent)
+            if reads_memory(s.start + s.extent):  # (evaluated once, as the interpreter does)
+                self.w(f"const int {v}end = {end};")
+                end = f"{v}end"
+            self.open(f"for (int {v} = {self.p(s.start)}; {v} < {end}; ++{v})")
             self.par_stmt(s.body)
             self.close()
         else:

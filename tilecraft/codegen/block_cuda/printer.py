@@ -37,7 +37,7 @@ from tilecraft.block import (
 )
 from tilecraft.block.roles import WarpRoles, launch_threads
 from tilecraft.diagnostics import TilecraftError, at_span
-from tilecraft.ir import BufferLoad, For, If, LetStmt, SeqStmt, UseSwizzle, Var
+from tilecraft.ir import BufferLoad, Call, For, If, LetStmt, SeqStmt, UseSwizzle, Var
 from tilecraft.ir.expr import const_int
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
@@ -152,6 +152,9 @@ class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, Compu
                 self.w("#pragma unroll")
             elif s.pipeline is not None and s.pipeline.unroll > 1:  # (T.Pipelined(unroll=))
                 self.w(f"#pragma unroll {s.pipeline.unroll}")
+            if reads_memory(s.start + s.extent):  # (evaluated once, as the interpreter does)
+                self.w(f"const int {v}end = {end};")
+                end = f"{v}end"
             self.open(f"for (int {v} = {start}; {v} < {end}; ++{v})")
             self.stmt(s.body)
             self.close()
@@ -282,6 +285,11 @@ class PrintedKernel(NamedTuple):
     maps: dict = {}  # TMA tensor map parameters, passed last: name -> (tensor, box, swizzle)
 
 
+def reads_memory(e) -> bool:
+    """Whether expression `e` loads from memory (a loop's end read once before it)."""
+    return any(isinstance(x, (BufferLoad, Call)) for x in walk_expr(e))
+
+
 def cluster_attribute(program: BlockProgram) -> str:
     """`__cluster_dims__(x, y, z) ` of a kernel with clusters (declared in the source, so a
     plain launch makes them), else nothing."""
@@ -306,8 +314,10 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
 
     if program.cluster is not None and not (resolve_target(target) is not None
                                             and resolve_target(target).has_clusters):
-        raise TilecraftError("TC502", program.span, detail=f"cluster_dims on {target}",
-                             hint="thread-block clusters need sm_90 or newer")
+        arch = getattr(target, "arch", target)
+        raise TilecraftError("TC502", program.span, detail=f"cluster_dims on {arch}",
+                             hint="tilecraft builds thread-block clusters for the chips it "
+                             "knows that have them: sm_90 / sm_90a (H100, H200)")
     if prepared is None:
         prepared = prepare(program, resolve_target(target))
     program, smem, plans = prepared.program, prepared.arena, prepared.plans

@@ -90,9 +90,13 @@ def _hoisted_reads(cx: LowerContext, loop: ParallelLoop, layout, out: list) -> d
     remote = set()  # (T.remote reads another block's memory at the element's address)
     for s in walk(loop.body):
         for e in stmt_exprs(s):
+            inner = {id(c.args[1]) for c in walk_expr(e)
+                     if isinstance(c, Call) and c.op == "remote_load"}
             for x in walk_expr(e):
                 if isinstance(x, Call) and x.op == "remote_load":
                     remote.add(x.args[1].buffer)
+                if id(x) in inner:  # (another block's element: not this block's form)
+                    continue
                 if isinstance(x, BufferLoad) and x.buffer.scope == "shared":
                     uses.setdefault(x.buffer, set()).add(tuple(x.indices))
                     first_read.setdefault(x.buffer, s)
@@ -101,7 +105,7 @@ def _hoisted_reads(cx: LowerContext, loop: ParallelLoop, layout, out: list) -> d
             uses[s.buffer].add(tuple(s.indices))
     hoisted = {}
     for buf, forms in uses.items():
-        if buf in atomics or buf in remote:
+        if buf in atomics:
             continue
         (idx,) = forms if len(forms) == 1 else (None,)
         pos = [] if idx is None else \
@@ -114,6 +118,8 @@ def _hoisted_reads(cx: LowerContext, loop: ParallelLoop, layout, out: list) -> d
                                   "that other elements of the T.Parallel loop write (the loop "
                                   "has no barrier inside)", hint="split the loop in two where "
                                   "the elements' writes must land before the reads")
+            continue
+        if buf in remote:  # read by address (mapa): it stays in shared memory
             continue
         lay = layout
         for d in reversed(range(len(loop.vars))):
