@@ -4,10 +4,12 @@ Each block of a cluster runs on its own machine (its own shared memory and regis
 Python thread, but only one runs at a time: block 0 runs up to its first `T.cluster_sync()`
 (or its end), then block 1, ..., and when every block that has not ended has arrived, the
 barrier opens and block 0 goes on. The order is fixed, so runs repeat exactly; a block that
-has ended counts as arrived (as on the GPU). `T.remote(buf, r)` reads block r's memory as it
-is at that moment: a read not ordered after its write by a barrier sees uninitialised (NaN)
-elements or a buffer block r has not allocated (TC411), and a read of a block that has ended
-is TC411, since its shared memory is gone on the GPU.
+has ended counts as arrived (as on the GPU). When the barrier opens, every block's shared
+memory is kept (`snaps`): `T.remote(buf, r)` then reads block r's elements only if they still
+hold those values (else block r wrote them after the barrier: a race on the GPU, TC411), and
+at the next barrier the elements read must still hold them (else block r overwrote what
+another block was reading: TC411). A read of a block that has ended is TC411 too, since its
+shared memory is gone on the GPU. A block reads its own memory as it is.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ shared memory.
             out[i] = sum(T.remote(part, p)[T.cluster_rank() * 32 + i] for p in range(4))
         T.cluster_sync()                      # no block leaves while another reads its memory
 
-The interpreter runs a cluster's blocks in turn, each up to its next `T.cluster_sync()`, so a
-read that the program does not order after the write it needs reads another block's
-uninitialised (NaN) memory, and a read of a block that has ended is TC411.
+The interpreter runs a cluster's blocks in turn, each up to its next `T.cluster_sync()`, and
+checks the order: a read of an element its block wrote since the last barrier, a write of an
+element another block read before the next one, and a read of a block that has ended are TC411
+(interp/cluster.py).
 """
 
 from __future__ import annotations
