@@ -502,3 +502,24 @@ def test_the_reviews_cases_on_the_gpu_match_the_interpreter(case):
     torch.cuda.synchronize()
     for a, b in zip(want, dev):
         np.testing.assert_array_equal(b.cpu().numpy(), a)
+
+
+def test_a_remote_index_outside_the_buffer_is_tc401_on_the_interpreter_and_the_vm():
+    from tilecraft.block.vm import run
+
+    @T.prim_func
+    def k(Y: T.Tensor((2, 8), "float32")):
+        with T.Kernel(2, threads=32, cluster_dims=2) as bx:
+            s = T.alloc_shared((8,), "float32")
+            for i in T.Parallel(8):
+                s[i] = 1.0
+            T.cluster_sync()
+            for i in T.Parallel(8):
+                Y[bx, i] = T.remote(s, 1 - T.cluster_rank())[i + 4]
+            T.cluster_sync()
+
+    for go in (lambda y: interp.run(k, [y]),
+               lambda y: run(lowered_program(lower(k, H100_SXM)), [y], arena=True)):
+        with pytest.raises(TilecraftError) as info:
+            go(np.zeros((2, 8), np.float32))
+        assert info.value.code == "TC401" and "index 11" in str(info.value)

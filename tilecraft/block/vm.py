@@ -203,12 +203,9 @@ class BlockVM(Machine):
 
     @staticmethod
     def positions(key, idx, arr):
-        for d, (i, n) in enumerate(zip(idx, key.shape)):
-            if np.size(i) and (np.min(i) < 0 or np.max(i) >= n):
-                bad = int(np.min(i)) if np.min(i) < 0 else int(np.max(i))
-                raise TilecraftError("TC401", buffer=key.name, shape=list(key.shape),
-                                     detail=f"index {bad} in dimension {d} (size {n}) of "
-                                     "another block's copy (T.remote)")
+        from tilecraft.interp.cluster import check_bounds
+
+        check_bounds(key.name, idx, key.shape)
         return shared_offsets(key.layout)[tuple(np.asarray(i, np.int64) for i in idx)]
 
     def shared_arrays(self) -> dict:

@@ -183,6 +183,16 @@ def read_remote(m, buf, rank: np.ndarray, idx: list, ctype, lenient: bool):
     return out[()] if out.ndim == 0 else out
 
 
+def check_bounds(name: str, idx: list, shape: tuple) -> None:
+    """TC401 when logical indices `idx` of another block's `name` (of `shape`) fall outside."""
+    for d, (i, n) in enumerate(zip(idx, shape)):
+        if np.size(i) and (np.min(i) < 0 or np.max(i) >= n):
+            bad = int(np.min(i)) if np.min(i) < 0 else int(np.max(i))
+            raise TilecraftError("TC401", buffer=name, shape=list(shape),
+                                 detail=f"index {bad} in dimension {d} (size {n}) of "
+                                 "another block's copy (T.remote)")
+
+
 def _changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per element, whether the bits of a and b differ."""
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
@@ -200,4 +210,4 @@ def cluster_origins(grid: list[int], cluster: tuple[int, ...]):
         yield [tuple(o + i for o, i in zip(origin, reversed(idx))) for idx in inner]
 
 
-__all__ = ["ClusterRun", "cluster_origins", "read_remote"]
+__all__ = ["ClusterRun", "check_bounds", "cluster_origins", "read_remote"]

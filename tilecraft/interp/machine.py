@@ -139,12 +139,9 @@ class Machine:
     def positions(key: Buffer, idx: list, arr) -> np.ndarray:
         """Flat positions in `arr` (buffer `key`'s storage) of logical indices `idx`; TC401
         outside it."""
-        for d, (i, n) in enumerate(zip(idx, arr.shape)):
-            if np.size(i) and (np.min(i) < 0 or np.max(i) >= n):
-                bad = int(np.min(i)) if np.min(i) < 0 else int(np.max(i))
-                raise TilecraftError("TC401", buffer=key.name, shape=list(arr.shape),
-                                     detail=f"index {bad} in dimension {d} (size {n}) of "
-                                     "another block's copy (T.remote)")
+        from .cluster import check_bounds
+
+        check_bounds(key.name, idx, arr.shape)
         return np.ravel_multi_index(tuple(np.asarray(i, np.int64) for i in idx), arr.shape)
 
     def shared_arrays(self) -> dict:
