@@ -21,6 +21,8 @@ from tilecraft.passes import lower
 from tilecraft.passes.lower_tile_ops import lowered_program
 from tilecraft.targets import H100_SXM
 
+from .refusals import refused
+
 
 @tilecraft.jit
 def cluster_sum(N, S, BN=64, first_sync=True, last_sync=True):
@@ -154,15 +156,6 @@ def test_clusters_on_sm80_are_tc502():
 
 
 # ---- refused forms ---------------------------------------------------------------------------
-def _refused(factory, code):
-    with pytest.raises(TilecraftError) as info:
-        factory()
-    err = info.value
-    assert err.code == code, err
-    assert "# ERR" in err.span.source_line(), err.span.source_line()
-    return err
-
-
 @pytest.mark.parametrize("dims, grid, what", [((3, 1), (8, 1), "no compile-time multiple"),
                                               ((4, 4), (8, 8), "16 blocks"),
                                               ((1, 1, 2), (8, 2), "2-D grid")])
@@ -173,7 +166,7 @@ def test_clusters_that_do_not_tile_the_grid_are_tc108(dims, grid, what):
             with T.Kernel(*grid, threads=32, cluster_dims=dims) as (bx, by):  # ERR
                 A[bx] = 1.0
 
-    assert what in _refused(factory, "TC108").message
+    assert what in refused(factory, "TC108").message
 
 
 def test_cluster_calls_without_clusters_are_tc108():
@@ -183,10 +176,10 @@ def test_cluster_calls_without_clusters_are_tc108():
             with T.Kernel(8, threads=32) as bx:
                 A[bx] = T.cluster_rank()  # ERR
 
-    assert "cluster_dims" in _refused(factory, "TC108").hint
+    assert "cluster_dims" in refused(factory, "TC108").hint
 
 
-def test_remote_of_a_fragment_and_a_store_to_remote_are_refused():
+def test_remote_of_a_fragment_and_a_store_to_remote_arerefused():
     def fragment():
         @T.prim_func
         def k(A: T.Tensor((64,), "float32")):
@@ -202,8 +195,8 @@ def test_remote_of_a_fragment_and_a_store_to_remote_are_refused():
                 s = T.alloc_shared((32,), "float32")
                 T.remote(s, 1)[0] = A[bx]  # ERR
 
-    assert "shared buffer" in _refused(fragment, "TC108").hint
-    _refused(store, "TC103")
+    assert "shared buffer" in refused(fragment, "TC108").hint
+    refused(store, "TC103")
 
 
 def test_cluster_sync_inside_parallel_is_tc108():
@@ -215,7 +208,7 @@ def test_cluster_sync_inside_parallel_is_tc108():
                     A[i] = 1.0
                     T.cluster_sync()  # ERR
 
-    _refused(factory, "TC108")
+    refused(factory, "TC108")
 
 
 def test_cluster_sync_on_some_threads_is_tc502():
@@ -227,7 +220,7 @@ def test_cluster_sync_on_some_threads_is_tc502():
                 T.cluster_sync()  # ERR
             A[bx] = 1.0
 
-    _refused(lambda: _source(k), "TC502")
+    refused(lambda: _source(k), "TC502")
 
 
 def test_cluster_sync_inside_t_pipelined_is_tc502():
@@ -240,7 +233,7 @@ def test_cluster_sync_inside_t_pipelined_is_tc502():
                 T.cluster_sync()  # ERR
                 T.copy(s, B[bx, 0])
 
-    _refused(lambda: _source(k), "TC502")
+    refused(lambda: _source(k), "TC502")
 
 
 def test_a_swizzled_block_order_with_clusters_is_tc502():
@@ -250,41 +243,40 @@ def test_a_swizzled_block_order_with_clusters_is_tc502():
             T.use_swizzle(4)  # ERR
             A[by, bx] = 1.0
 
-    _refused(lambda: _source(k), "TC502")
+    refused(lambda: _source(k), "TC502")
 
 
 # ---- on the GPU -------------------------------------------------------------------------------
-@pytest.mark.gpu
-@pytest.mark.parametrize("S", [2, 4, 8])
-def test_split_sums_on_the_gpu_are_the_interpreters_bits(S):
+def _gpu_gives_the_interpreters_bits(func, args, calls=1, poison=None):
+    """`func` on the GPU `calls` times (output `poison` filled with NaN before each) leaves
+    every tensor as the interpreter leaves it."""
     import torch
 
-    N = 64 * 256
-    func = cluster_sum(N, S).func
-    args = _args(N, S, seed=7)
     want = [a.copy() for a in args]
     interp.run(func, want)
     kernel = tilecraft.compile(func, target="cuda")
-    dev = [torch.from_numpy(a).cuda() for a in args]
-    for _ in range(5):
-        dev[1].fill_(float("nan"))
+    dev = [torch.from_numpy(a.copy()).cuda() for a in args]
+    for _ in range(calls):
+        if poison is not None:
+            dev[poison].fill_(float("nan"))
         kernel(*dev)
         torch.cuda.synchronize()
-        np.testing.assert_array_equal(dev[1].cpu().numpy(), want[1])
+        for a, b in zip(want, dev):
+            np.testing.assert_array_equal(b.cpu().numpy(), a)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("S", [2, 4, 8])
+def test_split_sums_on_the_gpu_are_the_interpreters_bits(S):
+    N = 64 * 256
+    _gpu_gives_the_interpreters_bits(cluster_sum(N, S).func, _args(N, S, seed=7), calls=5,
+                                     poison=1)
 
 
 @pytest.mark.gpu
 def test_ranks_and_neighbours_on_the_gpu_match_the_interpreter():
-    import torch
-
-    func = ranks(12, 8, 3, 2).func
-    want = [np.zeros((8, 12), np.int32), np.zeros((8, 12), np.int32)]
-    interp.run(func, want)
-    dev = [torch.full((8, 12), -1, dtype=torch.int32, device="cuda") for _ in range(2)]
-    tilecraft.compile(func, target="cuda")(*dev)
-    torch.cuda.synchronize()
-    for a, b in zip(want, dev):
-        np.testing.assert_array_equal(b.cpu().numpy(), a)
+    _gpu_gives_the_interpreters_bits(ranks(12, 8, 3, 2).func,
+                                     [np.full((8, 12), -1, np.int32) for _ in range(2)])
 
 
 def test_a_remote_read_shaped_like_the_loop_stays_a_shared_access():
@@ -433,7 +425,7 @@ def test_reads_that_race_a_write_are_tc411(case):
     assert "T.cluster_sync() between" in info.value.hint
 
 
-def test_a_shared_tile_read_at_other_elements_and_remotely_is_still_refused():
+def test_a_shared_tile_read_at_other_elements_and_remotely_is_stillrefused():
     @T.prim_func
     def k(A: T.Tensor((2, 128), "float32"), Y: T.Tensor((2, 64), "float32")):
         with T.Kernel(2, threads=64, cluster_dims=2) as bx:
@@ -445,7 +437,7 @@ def test_a_shared_tile_read_at_other_elements_and_remotely_is_still_refused():
                 Y[bx, i] = s[63 - i] + T.remote(s, 1 - T.cluster_rank())[64 + i]  # ERR
             T.cluster_sync()
 
-    _refused(lambda: _source(k), "TC502")
+    refused(lambda: _source(k), "TC502")
 
 
 def test_a_loop_end_read_from_memory_is_read_once():
@@ -479,15 +471,13 @@ def test_constant_ranks_outside_the_cluster_and_sub_byte_buffers_are_tc108():
                 s = T.alloc_shared((4,), "int4")
                 Y[bx] = T.remote(s, 1)[0]  # ERR
 
-    assert "from 0 to 1" in _refused(rank, "TC108").hint
-    assert "standard type" in _refused(nibbles, "TC108").hint
+    assert "from 0 to 1" in refused(rank, "TC108").hint
+    assert "standard type" in refused(nibbles, "TC108").hint
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ["own_index", "masked_ranks"])
 def test_the_reviews_cases_on_the_gpu_match_the_interpreter(case):
-    import torch
-
     if case == "own_index":
         func = own_index().func
         args = [np.array([[3, 10, 11, 12, 13, 14, 15, 16], [5, 20, 21, 22, 23, 24, 25, 26]],
@@ -495,13 +485,30 @@ def test_the_reviews_cases_on_the_gpu_match_the_interpreter(case):
     else:
         func = masked_ranks().func
         args = [np.full((2, 8), -7, np.float32), np.full((2, 8), -7, np.float32)]
-    want = [a.copy() for a in args]
-    interp.run(func, want)
-    dev = [torch.from_numpy(a.copy()).cuda() for a in args]
-    tilecraft.compile(func, target="cuda")(*dev)
-    torch.cuda.synchronize()
-    for a, b in zip(want, dev):
-        np.testing.assert_array_equal(b.cpu().numpy(), a)
+    _gpu_gives_the_interpreters_bits(func, args)
+
+
+def test_a_write_after_another_blocks_read_is_tc411_at_the_read():
+    """Rank 0 reads rank 1's tile; rank 1 (which runs after it) overwrites the tile before the
+    next barrier: caught when the barrier opens, located at the read."""
+
+    @T.prim_func
+    def k(A: T.Tensor((2, 32), "float32"), Y: T.Tensor((2, 32), "float32")):
+        with T.Kernel(2, threads=32, cluster_dims=2) as bx:
+            s = T.alloc_shared((32,), "float32")
+            for i in T.Parallel(32):
+                s[i] = A[bx, i]
+            T.cluster_sync()
+            if T.cluster_rank() == 0:
+                for i in T.Parallel(32):
+                    Y[bx, i] = T.remote(s, 1)[i]  # ERR
+            for i in T.Parallel(32):
+                s[i] = -1.0
+            T.cluster_sync()
+
+    args = [np.arange(64, dtype=np.float32).reshape(2, 32), np.zeros((2, 32), np.float32)]
+    err = refused(lambda: interp.run(k, args), "TC411")
+    assert "block rank 1 wrote `s`" in err.message and "before the next" in err.message
 
 
 def test_a_remote_index_outside_the_buffer_is_tc401_on_the_interpreter_and_the_vm():

@@ -21,6 +21,8 @@ from tilecraft.passes import lower
 from tilecraft.passes.lower_tile_ops import lowered_program
 from tilecraft.targets import H100_SXM
 
+from .refusals import refused
+
 
 @tilecraft.jit
 def split_sum(N, S, BN=64, order="acq_rel"):
@@ -196,15 +198,6 @@ def test_ordered_atomics_compile(arch):
 
 
 # ---- refused forms ---------------------------------------------------------------------------
-def _refused(factory, code):
-    with pytest.raises(TilecraftError) as info:
-        factory()
-    err = info.value
-    assert err.code == code, err
-    assert "# ERR" in err.span.source_line(), err.span.source_line()
-    return err
-
-
 def test_return_prev_inside_parallel_is_tc113_at_its_line():
     def factory():
         @T.prim_func
@@ -213,7 +206,7 @@ def test_return_prev_inside_parallel_is_tc113_at_its_line():
                 for i in T.Parallel(64):
                     B[i] = T.atomic_add(A[0], 1, return_prev=True)  # ERR
 
-    assert "outside T.Parallel" in _refused(factory, "TC113").hint
+    assert "outside T.Parallel" in refused(factory, "TC113").hint
 
 
 @pytest.mark.parametrize("where", ["while", "and", "ifexp"])
@@ -233,7 +226,7 @@ def test_an_atomic_where_python_would_run_it_once_or_never_is_tc103_at_its_line(
                     R[0] = T.atomic_add(F[0], 1, return_prev=True) if F[1] > 0 else 0  # ERR
                 R[1] = n
 
-    err = _refused(factory, "TC103")
+    err = refused(factory, "TC103")
     assert "T.atomic_*" in err.message and "statement of its own" in err.hint
 
 
@@ -267,7 +260,7 @@ def test_an_ordered_tile_atomic_is_tc113_at_its_line():
             with T.Kernel(1, threads=64):
                 T.atomic_add(B, A, memory_order="release")  # ERR
 
-    assert "tile form" in _refused(factory, "TC113").hint
+    assert "tile form" in refused(factory, "TC113").hint
 
 
 def test_an_unknown_memory_order_is_tc112_at_its_line():
@@ -277,7 +270,7 @@ def test_an_unknown_memory_order_is_tc112_at_its_line():
             with T.Kernel(1, threads=64):
                 T.atomic_add(A[0], 1, memory_order="strong")  # ERR
 
-    assert "acq_rel" in _refused(factory, "TC112").hint
+    assert "acq_rel" in refused(factory, "TC112").hint
 
 
 # ---- on the GPU -------------------------------------------------------------------------------

@@ -81,32 +81,34 @@ def test_tensor_core_kernels_keep_one_block_per_sm():
     assert _bounds(gen.source)[1] == 1 and gen.ladder_sources == ()
 
 
-# 48 values live at once: 32 registers per thread (two 1024-thread blocks) must spill them
-_MANY_LIVE = """
-extern "C" __global__ void __launch_bounds__(1024, {blocks})
-many_live(const float* __restrict__ x, float* __restrict__ y) {{
-  float v[48];
+def _live(blocks: int, threads: int = 1024, n: int = 48, name: str = "many_live") -> str:
+    """A kernel holding `n` values live at once (48 on 1024 threads: 32 registers per thread,
+    two blocks per SM, must spill them)."""
+    return f"""
+extern "C" __global__ void __launch_bounds__({threads}, {blocks})
+{name}(const float* __restrict__ x, float* __restrict__ y) {{
+  float v[{n}];
   #pragma unroll
-  for (int i = 0; i < 48; ++i) v[i] = x[threadIdx.x + i * 1024];
+  for (int i = 0; i < {n}; ++i) v[i] = x[threadIdx.x + i * {threads}];
   float s = 0.0f;
   #pragma unroll
-  for (int i = 0; i < 48; ++i) s += v[i] * v[47 - i];
+  for (int i = 0; i < {n}; ++i) s += v[i] * v[{n - 1} - i];
   #pragma unroll
-  for (int i = 0; i < 48; ++i) y[threadIdx.x + i * 1024] = v[i] * s;
+  for (int i = 0; i < {n}; ++i) y[threadIdx.x + i * {threads}] = v[i] * s;
 }}
 """
 
 
 def test_a_source_that_spills_with_two_blocks_falls_back_to_one():
-    gen = GeneratedKernel("many_live", _MANY_LIVE.format(blocks=1), (), None, None,
-                          (_MANY_LIVE.format(blocks=2),))
+    gen = GeneratedKernel("many_live", _live(1), (), None, None,
+                          (_live(2),))
     compiled, source = compile_generated(gen, "sm_90a")
     assert source == gen.source
     assert compiled.resources.spill_stores == 0 and compiled.resources.registers > 32
 
 
 def test_the_one_block_source_is_kept_even_when_it_spills():
-    gen = GeneratedKernel("many_live", _MANY_LIVE.format(blocks=2), (), None, None, ())
+    gen = GeneratedKernel("many_live", _live(2), (), None, None, ())
     compiled, source = compile_generated(gen, "sm_90a")
     assert source == gen.source and compiled.resources.spill_stores > 0
 
@@ -140,30 +142,16 @@ def test_no_one_wave_ask_without_a_static_grid_or_room_in_shared_memory():
     assert one_wave_blocks(_gen((128, 1, 4), smem=100_000), "sm_90a", 129) is None
 
 
-_LIVE = """
-extern "C" __global__ void __launch_bounds__(256, {blocks})
-live(const float* __restrict__ x, float* __restrict__ y) {{
-  float v[76];
-  #pragma unroll
-  for (int i = 0; i < 76; ++i) v[i] = x[threadIdx.x + i * 256];
-  float s = 0.0f;
-  #pragma unroll
-  for (int i = 0; i < 76; ++i) s += v[i] * v[75 - i];
-  #pragma unroll
-  for (int i = 0; i < 76; ++i) y[threadIdx.x + i * 256] = v[i] * s;
-}}
-"""
-
-
 def test_a_one_wave_ask_that_spills_keeps_the_one_block_source():
     from tilecraft.codegen.block_cuda.build import one_wave_blocks
 
-    gen = _gen((396,), threads=256, smem=0, source=_LIVE.format(blocks=1), name="live")
+    gen = _gen((396,), threads=256, smem=0, source=_live(1, 256, 76, "live"),
+               name="live")
     compiled, source = compile_generated(gen, "sm_90a")  # 3 blocks an SM: 80 registers
     regs = compiled.resources.registers
     if one_wave_blocks(gen, "sm_90a", regs) is None:
         pytest.skip(f"this ptxas gives {regs} registers: no ask")
-    tight = _LIVE.format(blocks=3)
+    tight = _live(3, 256, 76, "live")
     from tilecraft.runtime import compile_cuda
 
     spills = compile_cuda(tight, "sm_90a", name="live").resources.spill_stores

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tilecraft.diagnostics import TilecraftError
+from tilecraft.diagnostics import TilecraftError, current_span
 
 
 class _Aborted(BaseException):
@@ -41,7 +41,7 @@ class ClusterRun:
         self.error: BaseException | None = None
         # per rank, its shared memory as the last barrier opened (what others may read now)
         self.snaps: list[dict] = [{} for _ in range(size)]
-        self.reads: list[tuple] = []  # (rank, key, positions, reader, name) since that barrier
+        self.reads: list[tuple] = []  # (rank, key, positions, reader, name, span) since then
 
     # ---- scheduling ------------------------------------------------------------------
     def run(self, blocks: list[Callable[[], None]]) -> None:
@@ -130,16 +130,16 @@ class ClusterRun:
                                  f"block rank {rank}, which that block wrote after the last "
                                  "T.cluster_sync()", hint="T.cluster_sync() between the writes "
                                  "and the reads")
-        self.reads.append((rank, key, pos, m.rank, buf.name))
+        self.reads.append((rank, key, pos, m.rank, buf.name, current_span()))
         return flat[pos]
 
     def _check_reads(self) -> None:
         """TC411 when a block overwrote elements another read since the last barrier."""
-        for rank, key, pos, reader, name in self.reads:
+        for rank, key, pos, reader, name, span in self.reads:
             cur = self.machines[rank].shared_arrays().get(key)
             snap = self.snaps[rank][key]
             if cur is None or _changed(snap.reshape(-1)[pos], cur.reshape(-1)[pos]).any():
-                raise TilecraftError("TC411", detail=f"block rank {rank} wrote `{name}` "
+                raise TilecraftError("TC411", span, detail=f"block rank {rank} wrote `{name}` "
                                      f"elements that block rank {reader} read before the next "
                                      "T.cluster_sync()", hint="T.cluster_sync() between the "
                                      "reads and the writes")
