@@ -11,11 +11,13 @@ cuBLAS in the same rounds.
 
 Usage: PYTHONPATH=$PWD python3 benchmarks/quant_ab.py --shape 8192x8192 --m 4096 \\
          uint3 uint3:zero_fma=False float6_e3m2:fold_scales=False [--rounds 30] [--flush]
+       (a spec's TILECRAFT_SINK_STORES=0 sets that compiler switch around its calls)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -31,15 +33,31 @@ from tilecraft.quant import qmm  # noqa: E402
 
 
 def variant(spec: str, w: torch.Tensor, x: torch.Tensor):
-    """(call, rel err) of one `type[:key=value...][:sym]` spec on weight `w` and input `x`."""
+    """(call, rel err) of one `type[:key=value...][:sym][:TILECRAFT_X=v...]` spec on weight `w`
+    and input `x` (a TILECRAFT_ variable is a compiler switch, set around each call)."""
     wtype, *opts = spec.split(":")
     scheme = "symmetric" if "sym" in opts else None
-    cfg = {k: eval(v, {}) for k, v in (o.split("=", 1) for o in opts if o != "sym")} or None
+    env = dict(o.split("=", 1) for o in opts if o.startswith("TILECRAFT_"))
+    pairs = (o.split("=", 1) for o in opts if o != "sym" and not o.startswith("TILECRAFT_"))
+    cfg = {k: eval(v, {}) for k, v in pairs} or None
     qw = Q.quantize(w, wtype, scheme=scheme)
     ref = x.double() @ qw.dequantize().double().T
-    y = qmm.quant_matmul(x, qw, config=cfg)
+
+    def call():
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return qmm.quant_matmul(x, qw, config=cfg)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    del os.environ[k]
+                else:
+                    os.environ[k] = v
+
+    y = call()
     err = ((y.double() - ref).norm() / ref.norm()).item()
-    return (lambda: qmm.quant_matmul(x, qw, config=cfg)), err
+    return call, err
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,8 +12,10 @@ The environment variables (each "0" turns its switch off): TILECRAFT_WGMMA (wgmm
 else mma.sync), TILECRAFT_WGMMA_PIPE (a pipelined loop's lone wgmma dot left running across
 iterations), TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async), TILECRAFT_WS (a
 wgmma mainloop's copies in a producer warpgroup where it measured faster; "always": wherever the
-form allows, `warp_specialize="always"`: passes/warp_specialize.py); TILECRAFT_ARCH (the
-arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after each pass).
+form allows, `warp_specialize="always"`: passes/warp_specialize.py), TILECRAFT_SINK_STORES
+(stores of loaded registers below the asynchronous copies after them: block/sink_stores.py);
+TILECRAFT_ARCH (the arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after
+each pass).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from tilecraft._frozen import Frozen, _set
 from tilecraft.targets import Target, current_target, detect_target, target_from_arch
 
 _SWITCHES = {"wgmma": "TILECRAFT_WGMMA", "wgmma_pipeline": "TILECRAFT_WGMMA_PIPE",
-             "tma": "TILECRAFT_TMA", "warp_specialize": "TILECRAFT_WS"}
+             "tma": "TILECRAFT_TMA", "warp_specialize": "TILECRAFT_WS",
+             "sink_stores": "TILECRAFT_SINK_STORES"}
 
 
 # os.environ's own bytes-keyed dict, read without Mapping.get's KeyError for unset variables
@@ -47,16 +50,18 @@ def switches_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ..
 class CompileOptions(Frozen):
     """The target and the code-generation switches of one build (see the module doc)."""
 
-    __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "warp_specialize", "dump_ir")
+    __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "warp_specialize", "sink_stores",
+                 "dump_ir")
 
     def __init__(self, target: Target, *, wgmma: bool = True, wgmma_pipeline: bool = True,
-                 tma: bool = True, warp_specialize: bool | str = True,
+                 tma: bool = True, warp_specialize: bool | str = True, sink_stores: bool = True,
                  dump_ir: str | None = None):
         _set(self, "target", target)
         _set(self, "wgmma", wgmma)
         _set(self, "wgmma_pipeline", wgmma_pipeline)
         _set(self, "tma", tma)
         _set(self, "warp_specialize", warp_specialize)
+        _set(self, "sink_stores", sink_stores)
         _set(self, "dump_ir", dump_ir)
 
     @classmethod

@@ -1,6 +1,8 @@
 """The block-program passes before printing (block/prepare.py does the same for a program written
 at the Tilus level): each runs only when lowering built a program.
 
+- sink_stores (`stores_sunk`): stores of loaded registers below the asynchronous copies that
+  follow them (block/sink_stores.py; switch `sink_stores`, TILECRAFT_SINK_STORES=0 off);
 - plan_arena (`arena`): state.arena, the shared tensors' byte offsets (block/smem_plan.py);
 - insert_barriers (`barriers`): state.block_program with the barriers the GPU needs
   (block/barriers.py), the arena's sharing included;
@@ -12,10 +14,16 @@ at the Tilus level): each runs only when lowering built a program.
 from __future__ import annotations
 
 from tilecraft.block import barriers, select, smem_plan
+from tilecraft.block import sink_stores as sink
 from tilecraft.block.hoist_casts import hoist_casts
 from tilecraft.block.prepare import Prepared
 
 from .context import KernelState
+
+
+def sink_stores(state: KernelState) -> None:
+    if state.block_program is not None and state.options.sink_stores:
+        state.block_program = sink.sink_stores(state.block_program)
 
 
 def plan_arena(state: KernelState) -> None:

@@ -19,7 +19,8 @@ uint4 + uint2 + uint1, each tile's planes side by side (128 * bits bytes in all)
 likewise as uint2 (sign, top magnitude bit) + uint4 (low bits) of their codes.
 
 `quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
-arguments first): it picks tile sizes (`choose_config`), builds the kernels once per shape and
+arguments first): it picks tile sizes (`choose_config`; fewer stages where shared memory keeps
+a decode grid from one wave: waves.py), builds the kernels once per shape and
 options (`_PLANS`) and, with split-K, adds the partial sums by a second kernel (`qmm_reduce`)
 or, where N's tiles do not fill the SMs, in the tile's last block (`last_block`).
 The kernel itself is qmm_kernel.py.
@@ -260,6 +261,20 @@ def _plan(key: tuple, config: dict | None) -> tuple:
     cfg = dict(choose_config(M, N, K, bits, group, wtype), **(config or {}))
     if codes:
         cfg["zero_codes"] = True
+    if M <= 16 and "stages" not in (config or {}):  # the grid in one wave (quant/waves.py)
+        from tilecraft.quant.waves import one_wave_stages
+        from tilecraft.targets import current_target
+
+        def with_stages(s: int) -> dict:
+            unroll = s if cfg.get("unroll") == cfg["stages"] else cfg.get("unroll")
+            return dict(cfg, stages=s, unroll=unroll)
+
+        def registers(s: int) -> int:  # (the kernel built, or loaded from the jit's cache)
+            return qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias,
+                              **with_stages(s)).resources.registers
+
+        cfg = with_stages(one_wave_stages(cfg, M, N, K, bits, group, xtype, has_zeros, codes,
+                                          current_target(), registers))
     if fold and not cfg.get("acc_scale"):  # (acc_scale folds 2^h into the f32 products)
         cfg.setdefault("fold_scales", True)  # (unless the caller's config says otherwise)
     kernel = qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias, **cfg)

@@ -1,0 +1,193 @@
+"""sink_stores: a store of loaded registers goes below the asynchronous copies after it (the
+prologue's copies no longer wait for the load's data), and nowhere it could change a result."""
+
+import numpy as np
+
+from tilecraft.block import (
+    AllocateRegister,
+    AllocateShared,
+    BinaryOp,
+    BlockProgram,
+    CopyAsync,
+    CopyAsyncBulk,
+    CopyAsyncCommitGroup,
+    CopyAsyncWaitGroup,
+    GlobalTensor,
+    LoadGlobal,
+    LoadShared,
+    MbarrierExpect,
+    MbarrierInit,
+    MbarrierWait,
+    RegisterTensor,
+    SharedSlice,
+    SharedTensor,
+    StoreGlobal,
+    StoreShared,
+    Synchronize,
+)
+from tilecraft.block.barriers import insert_barriers
+from tilecraft.block.prepare import prepare
+from tilecraft.block.sink_stores import sink_stores
+from tilecraft.block.smem_plan import plan_shared
+from tilecraft.layout import spatial
+
+ROWS = spatial(16, 8).local(1, 4)
+
+
+def _tensors():
+    g = GlobalTensor.create("g", "float32", (2, 16, 32))
+    out = GlobalTensor.create("out", "float32", (16, 32))
+    s = SharedTensor.create("s", "float32", (16, 32))
+    x = SharedTensor.create("x", "float32", (16, 32))
+    r = RegisterTensor.create("r", "float32", ROWS)
+    q = RegisterTensor.create("q", "float32", ROWS)
+    return g, out, s, x, r, q
+
+
+def _program(prologue, make_tail=None):
+    """out = g[0] + g[1]: g[0] through `s` by registers, g[1] through `x` by a copy;
+    `prologue(s, x, r, g)` lists what comes between the allocations and the wait."""
+    g, out, s, x, r, q = _tensors()
+    tail = [CopyAsyncWaitGroup.create(0), LoadShared.create(s, r), LoadShared.create(x, q),
+            BinaryOp.create("+", r, q, r), StoreGlobal.create(r, out)]
+    body = [AllocateShared.create(s), AllocateShared.create(x), AllocateRegister.create(r),
+            AllocateRegister.create(q), *prologue(s, x, r, g), *tail]
+    return BlockProgram.create("p", (g, out), (1,), 128, body)
+
+
+def _order(program) -> list[str]:
+    names = {"LoadGlobal": "load", "StoreShared": "store", "CopyAsync": "copy",
+             "CopyAsyncBulk": "copy", "CopyAsyncCommitGroup": "commit", "Synchronize": "sync",
+             "CopyAsyncWaitGroup": "wait", "MbarrierInit": "init"}
+    return [names[type(s).__name__] for s in program.body.stmts if type(s).__name__ in names]
+
+
+def _run(program) -> np.ndarray:
+    data = np.random.default_rng(0).standard_normal((2, 16, 32)).astype(np.float32)
+    out = np.zeros((16, 32), np.float32)
+    program.run(data, out)
+    return out, data[0] + data[1]
+
+
+def test_a_loaded_store_goes_below_the_copies_after_it_and_the_results_stay():
+    p = _program(lambda s, x, r, g: [
+        LoadGlobal.create(g, r, offset=(0, 0, 0)), StoreShared.create(r, s),
+        CopyAsync.create(x, g, offset=(1, 0, 0)), CopyAsyncCommitGroup.create()])
+    sunk = sink_stores(p)
+    assert _order(sunk) == ["load", "copy", "store", "commit", "wait"]
+    for program in (p, sunk):
+        got, want = _run(program)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # on the GPU: the barrier that orders the store before the other threads' reads is there
+    placed = insert_barriers(sunk, plan_shared(sunk.body))
+    kinds = [type(s).__name__ for s in placed.body.stmts]
+    assert "Synchronize" in kinds[kinds.index("StoreShared"):kinds.index("LoadShared")]
+
+
+def test_two_loads_go_out_before_either_store_waits():
+    g, out, s, x, r, q = _tensors()
+    z = SharedTensor.create("z", "float32", (16, 32))
+    t = RegisterTensor.create("t", "float32", ROWS)
+    body = [AllocateShared.create(s), AllocateShared.create(x), AllocateShared.create(z),
+            AllocateRegister.create(r), AllocateRegister.create(q), AllocateRegister.create(t),
+            LoadGlobal.create(g, r, offset=(0, 0, 0)), StoreShared.create(r, s),
+            LoadGlobal.create(g, t, offset=(1, 0, 0)), StoreShared.create(t, z),
+            CopyAsync.create(x, g, offset=(1, 0, 0)), CopyAsyncCommitGroup.create(),
+            CopyAsyncWaitGroup.create(0), LoadShared.create(s, r), LoadShared.create(z, q),
+            BinaryOp.create("+", r, q, r), StoreGlobal.create(r, out)]
+    p = BlockProgram.create("p", (g, out), (1,), 128, body)
+    sunk = sink_stores(p)
+    assert _order(sunk) == ["load", "load", "copy", "store", "store", "commit", "wait"]
+    got, want = _run(sunk)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_with_tma_the_store_passes_the_mbarrier_setup_and_its_barrier():
+    g, out, s, x, r, q = _tensors()
+    bars = SharedTensor.create("bars", "uint64", (1,))
+    body = [AllocateShared.create(s), AllocateShared.create(x), AllocateShared.create(bars),
+            AllocateRegister.create(r), AllocateRegister.create(q),
+            LoadGlobal.create(g, r, offset=(0, 0, 0)), StoreShared.create(r, s),
+            MbarrierInit.create(bars, 1), Synchronize.create(),
+            MbarrierExpect.create(bars, 0, 16 * 32 * 4),
+            CopyAsyncBulk.create(x, g, (1, 0, 0), bars, 0),
+            MbarrierWait.create(bars, 0, 0), LoadShared.create(s, r), LoadShared.create(x, q),
+            BinaryOp.create("+", r, q, r), StoreGlobal.create(r, out)]
+    p = BlockProgram.create("p", (g, out), (1,), 128, body)
+    sunk = sink_stores(p)
+    assert _order(sunk) == ["load", "init", "sync", "copy", "store"]
+    got, want = _run(sunk)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    placed = insert_barriers(sunk, plan_shared(sunk.body))
+    kinds = [type(s).__name__ for s in placed.body.stmts]
+    assert "Synchronize" in kinds[kinds.index("StoreShared"):kinds.index("LoadShared")]
+
+
+def test_what_a_store_may_not_pass():
+    def stays(prologue):
+        p = _program(prologue)
+        assert sink_stores(p) is p
+
+    # no copy after it
+    stays(lambda s, x, r, g: [LoadGlobal.create(g, r, offset=(0, 0, 0)),
+                              StoreShared.create(r, s), LoadGlobal.create(g, r, (1, 0, 0)),
+                              StoreShared.create(r, x)])
+    # a copy into its own tensor, through a slice of it
+    def into_itself(s, x, r, g):
+        big = SharedTensor.create("big", "float32", (2, 16, 32))
+        part = SharedSlice.create(big, [1], "part")
+        return [AllocateShared.create(big), part,
+                LoadGlobal.create(g, r, offset=(0, 0, 0)), StoreShared.create(r, part.out),
+                SharedSlice.create(big, [1], "again"),
+                CopyAsync.create(x, g, offset=(1, 0, 0)), CopyAsyncCommitGroup.create()]
+    p = _program(into_itself)
+    sunk = sink_stores(p)
+    assert sunk is p  # the second slice names the store's bytes: the store stops before it
+    # its registers rewritten before the copy
+    stays(lambda s, x, r, g: [LoadGlobal.create(g, r, offset=(0, 0, 0)),
+                              StoreShared.create(r, s), LoadGlobal.create(g, r, (1, 0, 0)),
+                              CopyAsync.create(x, g, offset=(1, 0, 0)),
+                              CopyAsyncCommitGroup.create()])
+    # a wait in between
+    stays(lambda s, x, r, g: [LoadGlobal.create(g, r, offset=(0, 0, 0)),
+                              StoreShared.create(r, s), CopyAsyncWaitGroup.create(0),
+                              CopyAsync.create(x, g, offset=(1, 0, 0)),
+                              CopyAsyncCommitGroup.create()])
+    # registers that were computed, not loaded
+    stays(lambda s, x, r, g: [LoadGlobal.create(g, r, offset=(0, 0, 0)),
+                              BinaryOp.create("+", r, r, r), StoreShared.create(r, s),
+                              CopyAsync.create(x, g, offset=(1, 0, 0)),
+                              CopyAsyncCommitGroup.create()])
+
+
+def test_the_prepared_program_of_a_tilus_kernel_is_sunk_and_still_correct():
+    p = _program(lambda s, x, r, g: [
+        LoadGlobal.create(g, r, offset=(0, 0, 0)), StoreShared.create(r, s),
+        CopyAsync.create(x, g, offset=(1, 0, 0)), CopyAsyncCommitGroup.create()])
+    prepared = prepare(p, None).program
+    kinds = [type(s).__name__ for s in prepared.body.stmts]
+    assert kinds.index("CopyAsync") < kinds.index("StoreShared")
+    got, want = _run(prepared)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_the_decode_kernel_requests_its_first_tiles_before_storing_its_scales():
+    from tilecraft.codegen.cuda.build import generate_cuda
+    from tilecraft.options import CompileOptions
+    from tilecraft.quant.qmm import choose_config
+    from tilecraft.quant.qmm_kernel import qmm_kernel
+
+    def first(body, kinds):
+        names = [type(s).__name__ for s in body.stmts]
+        return min(names.index(k) for k in kinds if k in names)
+
+    for wtype, n in (("uint4", 1024), ("int4", 28672)):  # cp.async, then TMA
+        cfg = choose_config(16, n, 8192, 4, 128, wtype)
+        func = qmm_kernel(16, n, 8192, wtype, "float16", 128, 0, True, False, **cfg).func
+        for sink in (True, False):
+            opts = CompileOptions.for_arch("sm_90a", sink_stores=sink)
+            body = generate_cuda(func, options=opts).state.prepared.program.body
+            while not hasattr(body, "stmts"):  # (the lets around the kernel's body)
+                body = body.body
+            copy = first(body, ("CopyAsync", "CopyAsyncBulk"))
+            assert (copy < first(body, ("StoreShared",))) == sink, (wtype, sink)

@@ -1,0 +1,85 @@
+"""quant/waves.py: a decode grid whose blocks shared memory alone keeps from being resident at
+once takes fewer stages, decided from bounds that hold for the kernels as built."""
+
+import pytest
+
+from tilecraft.codegen.cuda.build import generate_cuda
+from tilecraft.dtypes import resolve
+from tilecraft.quant import qmm
+from tilecraft.quant.qmm_kernel import qmm_kernel
+from tilecraft.quant.waves import RESERVED, one_wave_stages, tile_bytes, upper_bound
+from tilecraft.targets import H100_SXM, H200
+
+K = 8192
+
+
+def _stages(M, N, wtype, has_zeros=False, codes=False, target=H100_SXM):
+    bits = resolve(wtype).bits
+    cfg = qmm.choose_config(M, N, K, bits, 128, wtype)
+    return cfg["stages"], one_wave_stages(cfg, M, N, K, bits, 128, "float16", has_zeros, codes,
+                                          target)
+
+
+def _smem(M, N, wtype, has_zeros, codes, **cfg):
+    kernel = qmm_kernel(M, N, K, wtype, "float16", 128, 0, has_zeros, False,
+                        zero_codes=codes, **cfg)
+    return generate_cuda(kernel.func, "sm_90a").launch
+
+
+def test_the_widest_decode_grids_take_fewer_stages_where_that_makes_one_wave():
+    assert _stages(1, 57344, "int4") == (4, 3)  # 57,472 bytes: 3 blocks an SM; 3 stages: 4
+    assert _stages(1, 57344, "int4", target=H200) == (4, 3)
+    assert _stages(16, 57344, "uint4", True, True) == (4, 2)  # 3 stages still leave 3 an SM
+    assert _stages(1, 57344, "uint8", True) == (4, 4)  # no stage count makes one wave: kept
+    assert _stages(1, 28672, "int4") == (4, 4)  # 224 blocks: 2 an SM fit already
+    assert _stages(1, 8192, "uint5") == (4, 4)  # 8 an SM: the registers would not let them
+
+
+def test_fewer_stages_are_not_taken_where_the_kernels_registers_keep_a_block_off_anyway():
+    cfg = qmm.choose_config(1, 57344, K, 6, 128, "float6_e3m2")
+    asked = []
+
+    def registers(s):
+        asked.append(s)
+        return 136  # 4 blocks of 128 threads leave 128 a thread
+    assert one_wave_stages(cfg, 1, 57344, K, 6, 128, "float16", False, False, H200,
+                           registers) == 4
+    assert one_wave_stages(cfg, 1, 57344, K, 6, 128, "float16", False, False, H200,
+                           lambda s: 128) == 2
+    assert asked == [2]  # (only the candidate is built)
+    # 8-bit weights keep 3 stages at least: none fits 4 blocks there
+    int8 = qmm.choose_config(1, 57344, K, 8, 128, "int8")
+    assert one_wave_stages(int8, 1, 57344, K, 8, 128, "float16", False, False, H200) == 4
+    uint8 = qmm.choose_config(16, 8192, 28672, 8, 128, "uint8")
+    assert one_wave_stages(uint8, 16, 8192, 28672, 8, 128, "float16", True, False, H200) == 3
+
+
+@pytest.mark.parametrize("M, wtype, zeros, codes", [(1, "int4", False, False),
+                                                   (16, "uint4", True, True)])
+def test_the_plan_for_57344_channels_runs_its_grid_in_one_wave(M, wtype, zeros, codes):
+    bits = resolve(wtype).bits
+    key = (M, 57344, K, wtype, "float16", bits, 128, 0, zeros, False, codes, False, None, ())
+    qmm._PLANS.pop(key, None)
+    kernel, _, _ = qmm._plan(key, None)
+    launch = generate_cuda(kernel.func, "sm_90a").launch
+    blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
+    per_sm = H100_SXM.shared_memory_per_sm // (launch.smem + RESERVED)
+    assert blocks <= per_sm * H100_SXM.sm_count
+    # the caller's stages stay, with the second wave
+    cfg = dict(qmm.choose_config(M, 57344, K, bits, 128, wtype), stages=4)
+    four = _smem(M, 57344, wtype, zeros, codes, **cfg)
+    assert blocks > H100_SXM.shared_memory_per_sm // (four.smem + RESERVED) * H100_SXM.sm_count
+
+
+@pytest.mark.parametrize("wtype, zeros, codes", [
+    ("int4", False, False), ("uint4", True, True), ("uint8", True, False),
+    ("float6_e3m2", False, False), ("uint3", True, False), ("float8_e4m3", False, False)])
+@pytest.mark.parametrize("M, N", [(1, 57344), (16, 8192)])
+def test_the_bounds_hold_for_the_kernels_as_built(wtype, zeros, codes, M, N):
+    bits = resolve(wtype).bits
+    base = qmm.choose_config(M, N, K, bits, 128, wtype)
+    for stages in (2, 4):
+        cfg = dict(base, stages=stages, unroll=min(base["unroll"], stages))
+        got = _smem(M, N, wtype, zeros, codes, **cfg).smem
+        tiles = tile_bytes(cfg, stages, K, bits, 128, "float16", zeros, codes)
+        assert sum(tiles) <= got <= upper_bound(tiles), (stages, got, tiles)
