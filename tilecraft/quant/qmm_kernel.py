@@ -19,6 +19,13 @@ def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
     return spatial(warps, 1) * local(rows, 1) * local(1, n // n1).spatial(1, 32).local(1, n1)
 
 
+def slice_groups(K: int, split: int, group: int) -> int:
+    """The scale groups one of `split` K slices touches, at most: its groups when slices are
+    whole groups (their scales then copy in 16-byte vectors), else one more at either end."""
+    G, KS = K // group, K // split
+    return min(G, KS // group if KS % group == 0 else KS // group + 2)
+
+
 @tilecraft.jit
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
@@ -59,7 +66,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     steps = list(range(r))  # the 64-column sub-tiles of a k step
     G = K // group
     KS = K // split  # the K slice of one block
-    GS = min(G, KS // group + 2)  # the groups a slice touches (at most)
+    GS = slice_groups(K, split, group)
     tile_bytes = 128 * bits
     w_layout = spatial(warps, 1) * local(rows, 1) * mma_layout()  # (BN, 64): the mma A operand
     c_layout = spatial(warps, 1) * local(rows, 1) * pack_layout(wtype)  # the codes as packed

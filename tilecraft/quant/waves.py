@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tilecraft.dtypes import resolve
+from tilecraft.quant.qmm_kernel import slice_groups
 
 MIN_STAGES = 2  # (uint4 at 16 tokens, 57344 x 8192: 2 stages and one wave 85 us, 4 stages 92;
 #                  float6_e3m2 at one token 96 against 134)
@@ -45,8 +46,7 @@ def tile_bytes(cfg: dict, stages: int, K: int, bits: int, group: int, xtype: Any
     mbarriers)."""
     xb = resolve(xtype).bits // 8
     BN = 16 * cfg["warps"] * cfg["rows"]
-    G, KS = K // group, K // cfg["split"]
-    GS = min(G, KS // group + 2)  # (qmm_kernel: the groups a slice touches)
+    GS = slice_groups(K, cfg["split"], group)
     x = stages * cfg["BM"] * cfg["BK"] * xb
     w = stages * BN // 16 * (cfg["BK"] // 64) * 128 * bits
     return [x, w, BN * GS * xb, BN * GS * (1 if codes else xb) if has_zeros else 0]
