@@ -2,6 +2,7 @@
 prologue's copies no longer wait for the load's data), and nowhere it could change a result."""
 
 import numpy as np
+import pytest
 
 from tilecraft.block import (
     AllocateRegister,
@@ -29,6 +30,8 @@ from tilecraft.block.barriers import insert_barriers
 from tilecraft.block.prepare import prepare
 from tilecraft.block.sink_stores import sink_stores
 from tilecraft.block.smem_plan import plan_shared
+from tilecraft.ir import BufferLoad, Const
+from tilecraft.ir.visitor import walk
 from tilecraft.layout import spatial
 
 ROWS = spatial(16, 8).local(1, 4)
@@ -191,3 +194,85 @@ def test_the_decode_kernel_requests_its_first_tiles_before_storing_its_scales():
                 body = body.body
             copy = first(body, ("CopyAsync", "CopyAsyncBulk"))
             assert (copy < first(body, ("StoreShared",))) == sink, (wtype, sink)
+
+
+def test_a_store_whose_tensor_a_copys_offset_reads_stays_above_the_copy():
+    g, out, s, x, r, q = _tensors()
+    idx = GlobalTensor.create("idx", "int32", (16, 32))
+    idx_s = SharedTensor.create("idx_s", "int32", (16, 32))
+    ri = RegisterTensor.create("ri", "int32", ROWS)
+    body = [AllocateShared.create(idx_s), AllocateShared.create(x), AllocateRegister.create(ri),
+            AllocateRegister.create(q), LoadGlobal.create(idx, ri), StoreShared.create(ri, idx_s),
+            CopyAsync.create(x, g, offset=(BufferLoad(idx_s.buffer, (Const.create(0),) * 2), 0,
+                                           0)),
+            CopyAsyncCommitGroup.create(), CopyAsyncWaitGroup.create(0), LoadShared.create(x, q),
+            StoreGlobal.create(q, out)]
+    p = BlockProgram.create("p", (idx, g, out), (1,), 128, body)
+    assert sink_stores(p) is p
+
+
+def _indexed_rows():
+    """A row index staged in shared memory, read by the pipelined copies' offsets (a shared
+    tensor that no instruction reads as a tile)."""
+    import tilecraft.language as T
+
+    @T.prim_func
+    def rows(Idx: T.Tensor((128,), "int32"), A: T.Tensor((1024, 256), "float16"),
+             Y: T.Tensor((64, 32), "float32")):
+        with T.Kernel(1, threads=128):
+            idx_s = T.alloc_shared((128,), "int32")
+            A_s = T.alloc_shared((64, 32), "float16")
+            acc = T.alloc_fragment((64, 32), "float32")
+            f = T.alloc_fragment((64, 32), "float32")
+            T.copy(Idx[0], idx_s)
+            T.clear(acc)
+            for ko in T.Pipelined(8, num_stages=2):
+                T.copy(A[idx_s[0], ko * 32], A_s)
+                T.copy(A_s, f)
+                for i, j in T.Parallel(64, 32):
+                    acc[i, j] += f[i, j]
+            T.copy(acc, Y[0, 0])
+
+    rng = np.random.default_rng(0)
+    idx = np.zeros(128, np.int32)
+    idx[0] = 512
+    a = rng.standard_normal((1024, 256)).astype(np.float16)
+    want = sum(a[512:576, k * 32:(k + 1) * 32].astype(np.float32) for k in range(8))
+    return rows, [idx, a, np.zeros((64, 32), np.float32)], want
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_tensor_read_only_by_copy_offsets_keeps_its_bytes_and_its_barrier(arch):
+    """The arena and the barriers count the shared loads in an instruction's offsets: the index
+    kept its own bytes (it had shared them with the stages, or with the mbarriers that
+    mbarrier_init writes) and a barrier orders its store before the first copy reads it."""
+    from tilecraft.codegen.cuda.build import generate_cuda
+
+    func, args, want = _indexed_rows()
+    state = generate_cuda(func, arch).state
+    arena = state.prepared.arena
+    idx_s = next(b for b in arena.offsets if b.name == "idx_s")
+    others = [b for b in arena.offsets if b is not idx_s]
+    assert all(arena.offsets[b] != arena.offsets[idx_s] for b in others)
+    kinds = [type(s).__name__ for s in walk(state.prepared.program.body)]
+    store = kinds.index("StoreShared")
+    copy = min(i for i, k in enumerate(kinds) if k in ("CopyAsync", "CopyAsyncBulk"))
+    assert "Synchronize" in kinds[store:copy]
+    state.prepared.program.run(*args)
+    np.testing.assert_allclose(args[2], want, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_a_tensor_read_only_by_copy_offsets_on_the_gpu():
+    import torch
+
+    import tilecraft
+
+    func, args, want = _indexed_rows()
+    kernel = tilecraft.compile(func, target="cuda")
+    dev = [torch.from_numpy(a).cuda() for a in args]
+    for _ in range(3):
+        dev[2].fill_(float("nan"))
+        kernel(*dev)
+        torch.cuda.synchronize()
+        np.testing.assert_allclose(dev[2].cpu().numpy(), want, rtol=1e-5, atol=1e-3)

@@ -83,3 +83,39 @@ def test_the_bounds_hold_for_the_kernels_as_built(wtype, zeros, codes, M, N):
         got = _smem(M, N, wtype, zeros, codes, **cfg).smem
         tiles = tile_bytes(cfg, stages, K, bits, 128, "float16", zeros, codes)
         assert sum(tiles) <= got <= upper_bound(tiles), (stages, got, tiles)
+
+
+def _planned(monkeypatch, config=None):
+    """qmm_kernel's arguments for the plan of int4, M = 1, 57344 x 8192 (nothing built)."""
+    from tilecraft.quant import qmm_kernel as module
+
+    seen = {}
+    real = module.qmm_kernel
+
+    def record(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, "qmm_kernel", record)
+    key = (1, 57344, K, "int4", "float16", 4, 128, 0, False, False, False, False,
+           tuple(sorted(config.items())) if config else None, ())
+    qmm._PLANS.pop(key, None)
+    qmm._plan(key, config)
+    qmm._PLANS.pop(key, None)
+    return seen
+
+
+def test_a_callers_unroll_stays_when_the_stages_are_cut(monkeypatch):
+    assert _planned(monkeypatch)["stages"] == 3 and _planned(monkeypatch)["unroll"] == 3
+    got = _planned(monkeypatch, {"unroll": 4})
+    assert (got["stages"], got["unroll"]) == (3, 4)
+
+
+def test_without_nvrtc_the_plan_keeps_its_stages(monkeypatch):
+    """A CPU-only run (the interpreter) has no compiler to ask for the registers: no cut."""
+    from tilecraft.jit import JITKernel
+    from tilecraft.runtime.errors import CudaToolkitNotFoundError
+
+    def missing(self):
+        raise CudaToolkitNotFoundError("no NVRTC (simulated)")
+    monkeypatch.setattr(JITKernel, "resources", property(missing))
+    assert _planned(monkeypatch)["stages"] == 4

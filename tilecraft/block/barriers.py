@@ -173,7 +173,9 @@ class _Barriers:
         if isinstance(s, (AllocateShared, AllocateRegister, SharedSlice)):
             return set(), set()
         staged = self.scratch(s)
-        reads = self.keys(_memory(s.reads())) | ({staged} if staged is not None else set())
+        loads = {x.buffer for e in stmt_exprs(s) for x in walk_expr(e)  # (offsets reading memory)
+                 if isinstance(x, BufferLoad) and x.buffer.scope in _MEMORY}
+        reads = self.keys(_memory(s.reads()) | loads) | ({staged} if staged is not None else set())
         return reads, self.keys(_memory(s.writes()))
 
     def keys(self, bufs: set) -> set:

@@ -28,11 +28,12 @@ Requires: a block program, before plan_arena and insert_barriers (the lifetimes 
 where they are, and the barriers that order them are placed after the move). A store moves
 only within its statement list, only when its registers were filled by a `load_global`
 earlier in that list, and only past instructions that neither touch its shared tensor
-(through any slice of it) nor write its registers: loads of global memory, asynchronous
-copies (cp.async, TMA) and their commits, mbarrier initialisations and announcements, shared
-slices, register allocations and fills, stores into other shared tensors, and barriers. It
-never passes a wait, control flow or scalar code, and it stops right after the last
-asynchronous copy of that run (with no copy in the run, it stays where it is).
+(through any slice of it, nor by a load in their offsets) nor write its registers: loads of
+global memory, asynchronous copies (cp.async, TMA) and their commits, mbarrier
+initialisations and announcements, shared slices, register allocations and fills, stores
+into other shared tensors, and barriers. It never passes a wait, control flow or scalar code,
+and it stops right after the last asynchronous copy of that run (with no copy in the run, it
+stays where it is).
 
 Guarantees: the same results. Nothing the store passes touches its tensor or its registers, so
 the block-synchronous meaning is unchanged; insert_barriers then puts a barrier between the
@@ -43,9 +44,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from tilecraft.ir import SeqStmt, Stmt
+from tilecraft.ir import BufferLoad, SeqStmt, Stmt
 from tilecraft.ir.rewrite import replace_stmt
-from tilecraft.ir.visitor import walk
+from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from .compute import Fill, View
 from .instructions import AllocateRegister, AllocateShared, Instruction, Synchronize
@@ -127,10 +128,14 @@ def _last_async(stmts: list[Stmt], i: int, roots: dict) -> int | None:
 
 
 def _touches(s: Instruction, dst, src, roots: dict) -> bool:
-    """Whether `s` accesses shared tensor `dst` or writes register `src` (through any slice or
-    view of them)."""
+    """Whether `s` accesses shared tensor `dst` (its tiles, or a load in its offsets or other
+    expressions) or writes register `src` (through any slice or view of them)."""
     for t in (*s.reads(), *s.writes()):
         if isinstance(t, SharedTensor) and roots.get(t.buffer, t.buffer) is dst:
+            return True
+    for e in stmt_exprs(s):
+        if any(isinstance(x, BufferLoad) and roots.get(x.buffer, x.buffer) is dst
+               for x in walk_expr(e)):
             return True
     if isinstance(s, SharedSlice) and roots.get(s.src.buffer, s.src.buffer) is dst:
         return True

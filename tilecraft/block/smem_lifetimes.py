@@ -1,8 +1,9 @@
 """Lifetimes of a block program's shared tensors, for the arena planner (smem_plan.py).
 
 Statements are numbered in program order (a loop takes one number before its body and one
-after). A tensor lives from its first to its last access; an access through a `shared_slice`
-(a stage of a pipelined tile) is one of the sliced tensor. Beyond its accesses, a tensor lives:
+after). A tensor lives from its first to its last access (a load in an instruction's offsets
+or other expressions is one); an access through a `shared_slice` (a stage of a pipelined tile)
+is one of the sliced tensor. Beyond its accesses, a tensor lives:
 
 - over every loop that it was allocated outside of and that accesses it (the next iteration
   may read what this one wrote), unless every iteration begins by overwriting all of it: the
@@ -190,6 +191,7 @@ class Lifetimes:
             if isinstance(t, SharedTensor) and (r := self.root(t.buffer)) is not None:
                 self._use(r)
                 r.barrier |= isinstance(s, MbarrierInit)
+        self.scalar_uses(s)  # shared memory its offsets (or fill value, ...) read
         pend = self.pending
         if isinstance(s, CopyAsync) and (r := self.root(s.dst.buffer)) is not None:
             pend.copies.add(r.tensor.buffer)
@@ -214,7 +216,9 @@ class Lifetimes:
                 if isinstance(t, SharedTensor) and (r := self.root(t.buffer)) is not None}
 
     def scalar_uses(self, s: Stmt) -> None:
-        bufs = [s.buffer] if isinstance(s, BufferStore) else _atomic_writes(s)
+        """The shared tensors a statement's own expressions load, and scalar code stores."""
+        bufs = [s.buffer] if isinstance(s, BufferStore) else \
+            [] if isinstance(s, Instruction) else _atomic_writes(s)
         bufs += [x.buffer for e in stmt_exprs(s) for x in walk_expr(e)
                  if isinstance(x, BufferLoad)]
         for b in bufs:

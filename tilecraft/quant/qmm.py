@@ -265,13 +265,20 @@ def _plan(key: tuple, config: dict | None) -> tuple:
         from tilecraft.quant.waves import one_wave_stages
         from tilecraft.targets import current_target
 
-        def with_stages(s: int) -> dict:
-            unroll = s if cfg.get("unroll") == cfg["stages"] else cfg.get("unroll")
-            return dict(cfg, stages=s, unroll=unroll)
+        def with_stages(s: int) -> dict:  # (unrolled by the stages unless the caller said)
+            own = cfg.get("unroll") == cfg["stages"] and "unroll" not in (config or {})
+            return dict(cfg, stages=s, unroll=s if own else cfg.get("unroll"))
 
-        def registers(s: int) -> int:  # (the kernel built, or loaded from the jit's cache)
-            return qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias,
-                              **with_stages(s)).resources.registers
+        def registers(s: int) -> int:
+            """The kernel's, built (or loaded from the jit's cache); without NVRTC (a CPU
+            interpreter run) too many for any block to fit: the stages stay."""
+            from tilecraft.runtime.errors import CudaToolkitNotFoundError
+
+            try:
+                return qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias,
+                                  **with_stages(s)).resources.registers
+            except CudaToolkitNotFoundError:
+                return 1 << 16
 
         cfg = with_stages(one_wave_stages(cfg, M, N, K, bits, group, xtype, has_zeros, codes,
                                           current_target(), registers))
