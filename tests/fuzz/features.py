@@ -44,6 +44,7 @@ HELP = {
     "reduce_shared": "reductions reading a shared tile",
     "cluster": "a thread-block cluster (cluster_dims): blocks read each other's shared tiles "
                "through T.remote between T.cluster_sync barriers",
+    "gather": "tile copies at rows read from shared memory (an index staged by T.copy)",
     "var_alias": "`y = x` with x a T.alloc_var (a bare var on the right of an assignment)",
     "rebind_parallel": "rebinding inside T.Parallel bodies (refused with TC116 today)",
 }
@@ -83,6 +84,7 @@ class Features:
     atomic_ordered: bool = True
     reduce_shared: bool = True
     cluster: bool = True
+    gather: bool = True
     var_alias: bool = True
     rebind_parallel: bool = True
     dtypes: tuple = field(default=tuple(D.ALL))

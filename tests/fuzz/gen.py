@@ -27,6 +27,7 @@ from . import values as M
 from .features import Features
 from .segments import CopySeg, EwSeg
 from .segments_cluster import ClusterSeg
+from .segments_gather import GatherSeg
 from .segments_mm import AtomicSeg, GemmSeg, ScalarSeg
 from .segments_red import CumSeg, RedSeg
 from .tiles import Ctx, Namer, Segment
@@ -110,6 +111,10 @@ def generate(seed: int, feats: Features | None = None) -> Program:
         cy = crng.choice([d for d in (1, 2) if grid[1] % d == 0 and cx * d > 1] or [grid[1]])
         ctx.cluster = (cx, cy)
         prog.segments.append(ClusterSeg(ctx))
+    # a gather (copies at rows read from shared memory), likewise from a generator of its own
+    grng = random.Random(f"gather {seed}")
+    if feats.gather and grng.random() < 0.1:
+        prog.segments.append(GatherSeg(ctx, grng))
     return prog
 
 

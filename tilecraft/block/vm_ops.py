@@ -81,9 +81,9 @@ def _alloc_shared(vm: BlockVM, s: bi.AllocateShared) -> None:
     if vm.arena_plan is not None and np_type(t.dtype).itemsize * 8 == t.dtype.bits:
         off = vm.arena_plan.offsets[t.buffer]
         n = t.layout.cosize * np_type(t.dtype).itemsize
-        view = vm.arena[off:off + n].view(np_type(t.dtype))
-        view[...] = _uninitialised(t.dtype, (t.layout.cosize,))
-        vm.smem[t] = view
+        # (no poison written: an allocation is no access, and until the tensor's first access
+        # its bytes may still hold a tensor that shares them, read after this allocation)
+        vm.smem[t] = vm.arena[off:off + n].view(np_type(t.dtype))
     else:
         vm.smem[t] = _uninitialised(t.dtype, (t.layout.cosize,))
     vm.pending[s.out] = np.zeros(s.out.layout.cosize, dtype=np.int32)
