@@ -29,3 +29,21 @@ def test_an_unknown_override_is_refused():
     w, x = torch.randn(128, 256) * 0.02, torch.randn(32, 256).half()
     with pytest.raises(Exception, match="no_such_option"):
         ab.variant("uint4:no_such_option=1", w, x)
+
+
+def test_a_compiler_switch_in_a_spec_is_set_around_each_call_only(monkeypatch):
+    import os
+
+    monkeypatch.delenv("TILECRAFT_SINK_STORES", raising=False)
+    seen = []
+    real = ab.qmm.quant_matmul
+
+    def spy(*args, **kwargs):
+        seen.append(os.environ.get("TILECRAFT_SINK_STORES"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(ab.qmm, "quant_matmul", spy)
+    w, x = torch.randn(128, 256) * 0.02, torch.randn(32, 256).half()
+    call, err = ab.variant("uint4:TILECRAFT_SINK_STORES=0", w, x)
+    call()
+    assert err < 1e-2 and seen == ["0", "0"]
+    assert "TILECRAFT_SINK_STORES" not in os.environ
