@@ -72,6 +72,13 @@ def _run(program) -> np.ndarray:
     return out, data[0] + data[1]
 
 
+def _barrier_after_the_store(sunk) -> None:
+    """On the GPU a barrier orders the moved store before the other threads' reads."""
+    placed = insert_barriers(sunk, plan_shared(sunk.body))
+    kinds = [type(s).__name__ for s in placed.body.stmts]
+    assert "Synchronize" in kinds[kinds.index("StoreShared"):kinds.index("LoadShared")]
+
+
 def test_a_loaded_store_goes_below_the_copies_after_it_and_the_results_stay():
     p = _program(lambda s, x, r, g: [
         LoadGlobal.create(g, r, offset=(0, 0, 0)), StoreShared.create(r, s),
@@ -81,10 +88,7 @@ def test_a_loaded_store_goes_below_the_copies_after_it_and_the_results_stay():
     for program in (p, sunk):
         got, want = _run(program)
         np.testing.assert_allclose(got, want, rtol=1e-6)
-    # on the GPU: the barrier that orders the store before the other threads' reads is there
-    placed = insert_barriers(sunk, plan_shared(sunk.body))
-    kinds = [type(s).__name__ for s in placed.body.stmts]
-    assert "Synchronize" in kinds[kinds.index("StoreShared"):kinds.index("LoadShared")]
+    _barrier_after_the_store(sunk)
 
 
 def test_two_loads_go_out_before_either_store_waits():
@@ -121,9 +125,7 @@ def test_with_tma_the_store_passes_the_mbarrier_setup_and_its_barrier():
     assert _order(sunk) == ["load", "init", "sync", "copy", "store"]
     got, want = _run(sunk)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    placed = insert_barriers(sunk, plan_shared(sunk.body))
-    kinds = [type(s).__name__ for s in placed.body.stmts]
-    assert "Synchronize" in kinds[kinds.index("StoreShared"):kinds.index("LoadShared")]
+    _barrier_after_the_store(sunk)
 
 
 def test_what_a_store_may_not_pass():

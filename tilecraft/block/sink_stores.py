@@ -137,6 +137,4 @@ def _touches(s: Instruction, dst, src, roots: dict) -> bool:
         if any(isinstance(x, BufferLoad) and roots.get(x.buffer, x.buffer) is dst
                for x in walk_expr(e)):
             return True
-    if isinstance(s, SharedSlice) and roots.get(s.src.buffer, s.src.buffer) is dst:
-        return True
     return any(roots.get(t.buffer, t.buffer) is src for t in s.writes())
