@@ -17,7 +17,7 @@ from .hoist_casts import hoist_casts
 from .program import BlockProgram
 from .select import select_instructions
 from .sink_stores import sink_stores
-from .smem_plan import SharedPlan, plan_shared
+from .smem_plan import SharedPlan, plan_program_arena
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,8 @@ class Prepared:
 def prepare(program: BlockProgram, target) -> Prepared:
     """Verify `program`, sink its loaded stores, plan its arena, insert its barriers, select
     its instructions for `target` (a Target, or None: nothing a chip may lack)."""
-    from tilecraft.codegen.block_cuda.compute import reduction_scratch
-
     program.verify()
     program = sink_stores(program)
-    arena = plan_shared(program.body, reduction_scratch(program.num_threads))
+    arena = plan_program_arena(program.body, program.num_threads, target)
     program = hoist_casts(insert_barriers(program, arena), target)  # (fast casts)
     return Prepared(program, arena, select_instructions(program, target))

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tilecraft.ir import Buffer, Stmt
+from tilecraft.ir.visitor import walk
 
 from .instructions import Instruction
 from .smem_lifetimes import Lifetimes, Root
@@ -68,6 +69,7 @@ class SharedPlan:
     size: int = 0  # bytes of the arena the tensors take
     groups: dict[Buffer, Bytes] = field(default_factory=dict)  # tensor sharing bytes -> key
     staged: dict[int, tuple[Instruction, int, int, Bytes]] = field(default_factory=dict)
+    trailing: int = 0  # the largest staging not reserved in dead bytes (after the arena)
 
     def scratch_at(self, s: Stmt) -> tuple[int, int] | None:
         """(offset, bytes) of the dead bytes reserved for instruction `s` to stage through."""
@@ -154,4 +156,36 @@ def plan_shared(body: Stmt, scratch: Callable[[Instruction], int] | None = None)
     for part, b in lives.alias.items():  # the stages of a pipelined tile
         if b in plan.groups:
             plan.groups[part] = Bytes(plan.groups[b].start, plan.groups[b].end, b, part)
+    plan.trailing = max((n for s, _, n in lives.staged if id(s) not in plan.staged), default=0)
     return plan
+
+
+def plan_program_arena(body: Stmt, num_threads: int, target=None) -> SharedPlan:
+    """The arena of a block program for `target` (a Target, or None), its reductions staged as
+    the printer does (codegen/block_cuda/compute.py `reduction_scratch`). Dead bytes hold a
+    staged tile where they fit. The partials of a shuffle reduction go to the two scratch areas
+    after the arena instead (the printer alternates them, so no barrier precedes their writes)
+    unless that leaves fewer blocks on an SM or passes a block's maximum, where dead bytes
+    that fit hold them too (each write then waits for the bytes' earlier readers)."""
+    from tilecraft.codegen.block_cuda.compute import reduction_scratch
+
+    need = reduction_scratch(num_threads)
+    reserved = plan_shared(body, need)
+    if target is None or not reserved.staged:
+        return reserved
+    tiles = plan_shared(body, reduction_scratch(num_threads, partials=False))
+    tiles.trailing = max([tiles.trailing] + [need(s) for s in walk(body)
+                                             if id(s) not in tiles.staged])
+    if _blocks(tiles, target, num_threads) >= _blocks(reserved, target, num_threads) > 0:
+        return tiles
+    return reserved
+
+
+def _blocks(plan: SharedPlan, target, num_threads: int) -> int:
+    """Blocks an SM holds by shared memory (the arena, two scratch areas after it, and the
+    1 KB the driver keeps per block) and threads; 0 past a block's maximum."""
+    size = -(-plan.size // 128) * 128 + 2 * -(-plan.trailing // 16) * 16
+    if size > target.max_shared_memory_per_block:
+        return 0
+    return min(target.shared_memory_per_sm // (size + 1024), target.max_blocks_per_sm,
+               target.max_threads_per_sm // max(num_threads, 1))

@@ -28,11 +28,10 @@ def sink_stores(state: KernelState) -> None:
 
 def plan_arena(state: KernelState) -> None:
     if state.block_program is not None:
-        from tilecraft.codegen.block_cuda.compute import reduction_scratch
-
-        state.block_program.verify()
-        state.arena = smem_plan.plan_shared(
-            state.block_program.body, reduction_scratch(state.block_program.num_threads))
+        program = state.block_program
+        program.verify()
+        state.arena = smem_plan.plan_program_arena(program.body, program.num_threads,
+                                                   state.target)
 
 
 def insert_barriers(state: KernelState) -> None:

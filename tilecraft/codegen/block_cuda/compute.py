@@ -113,14 +113,16 @@ class ComputePrinter(MmaPrinter):
         if got is not None and got[1] >= nbytes:
             return str(got[0])
         self.scratch = max(self.scratch, nbytes)
+        if self.scratch_read["SCRATCH"] and not self.scratch_read["SCRATCH_B"]:
+            return "SCRATCH_B"  # (no barrier: the other area's reads are behind one)
         return "SCRATCH"
 
     def stage(self, tensors: list[RegisterTensor], owner=None) -> list[str]:
         """Write register tensors row-major into the scratch area (after a barrier; `owner`:
         the instruction, whose reserved bytes are used when the plan has some); returns their
-        pointers. Replicas write the same values."""
-        self.w(f"{self.bar_sync}  // the scratch area may still be read")
-        base = self.scratch_base(owner, staged_bytes(tensors))
+        pointers (the area's offset: `stage_base`). Replicas write the same values."""
+        base = self.stage_base = self.scratch_base(owner, staged_bytes(tensors))
+        self.before_scratch(base)
         ptrs, off = [], 0
         for t in tensors:
             p = f"stage{len(ptrs)}"
@@ -137,7 +139,27 @@ class ComputePrinter(MmaPrinter):
             off += -(-math.prod(shape) * t.dtype.bits // 8 // 16) * 16
             ptrs.append(p)
         self.w(self.bar_sync)
+        self.after_scratch(base)
         return ptrs
+
+    def before_scratch(self, base: str) -> None:
+        """The barrier before writing staging area `base`, unless it is one of the two scratch
+        areas after the arena (touched by staging code alone) and no thread may have read it
+        since the last barrier of the whole block. Dead bytes of the arena keep it: the tensors
+        that had them are ordered by insert_barriers, which sees the staging reads only."""
+        if not self.scratch_read.get(base, True) and self.role is None:
+            return
+        self.w(f"{self.bar_sync}  // the scratch area may still be read")
+        if self.role is None:
+            self.scratch_clean()
+
+    def after_scratch(self, base: str) -> None:
+        """After the barrier that follows the writes: the threads read staging area `base`, and
+        the other area's earlier reads are done."""
+        if self.role is None:
+            self.scratch_clean()
+        if base in self.scratch_read:
+            self.scratch_read[base] = True
 
     def _Dot(self, s: Dot) -> None:
         plan = self.plans.get(id(s))
@@ -200,11 +222,12 @@ class ComputePrinter(MmaPrinter):
             shuffle(o)
         self.close()
         if warp:  # one partial per warp and row, through the scratch area (after a barrier)
-            self.w(f"{self.bar_sync}  // the scratch area may still be read")
             base = self.scratch_base(s, n * nt * acc.bits // 8)
+            self.before_scratch(base)
             self.w(f"{t}* scratch = reinterpret_cast<{t}*>(tc_smem + {base});")
             self.w(f"for (int j = 0; j < {n}; ++j) scratch[j * {nt} + tid] = red[j];")
             self.w(self.bar_sync)
+            self.after_scratch(base)
             pick = " | ".join(f"((tid & {lo}) << {(wo // lo).bit_length() - 1})"
                               for lo, wo in zip(lane, warp))
             self.w(f"const int rbase = tid & ~{sum(warp)}, pick = {pick};")
@@ -285,11 +308,11 @@ def shuffle_form(s: ReduceRegister):
     return lane, warp, m
 
 
-def reduction_scratch(num_threads: int):
+def reduction_scratch(num_threads: int, partials: bool = True):
     """For the arena planner (block/smem_plan.py): the bytes of shared memory an instruction
     of a `num_threads`-thread program stages through when printed here, for reductions (the
-    partials of rows that span warps, or the staged tile); 0 for the other instructions, which
-    keep the scratch area after the arena."""
+    partials of rows that span warps, unless `partials` is False, or the staged tile); 0 for
+    the other instructions, which keep the scratch areas after the arena."""
 
     def need(s) -> int:
         if not isinstance(s, ReduceRegister):
@@ -298,6 +321,7 @@ def reduction_scratch(num_threads: int):
         if form is None:
             return staged_bytes([s.src])
         acc = accumulator_dtype(s.src.dtype, s.out.dtype)
-        return s.out.layout.local_size * num_threads * acc.bits // 8 if form[1] else 0
+        n = s.out.layout.local_size * num_threads * acc.bits // 8 if form[1] else 0
+        return n if partials else 0
 
     return need

@@ -37,7 +37,7 @@ from tilecraft.block import (
 )
 from tilecraft.block.roles import WarpRoles, launch_threads
 from tilecraft.diagnostics import TilecraftError, at_span
-from tilecraft.ir import BufferLoad, Call, For, If, LetStmt, SeqStmt, UseSwizzle, Var
+from tilecraft.ir import Break, BufferLoad, Call, For, If, LetStmt, SeqStmt, UseSwizzle, Var
 from tilecraft.ir.expr import const_int
 from tilecraft.ir.ranges import bound
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
@@ -77,6 +77,8 @@ class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, Compu
         self.names: dict[object, str] = {}
         self.smem_plan = None  # the shared tensors' offsets (block/smem_plan.py)
         self.scratch = 0  # bytes of the largest dot/reduce staging area
+        # the two scratch areas after the arena: may a thread read it (compute.py `stage`)
+        self.scratch_read = {"SCRATCH": False, "SCRATCH_B": False}
         self.elem: dict[Var, str] = {}  # element placeholders -> C (inside per-register loops)
         self.written_by_one: set = set()  # global buffers thread 0 alone updates: no __restrict__
         self.exprs = ExprPrinter(self.var_name, self.load, {})
@@ -156,22 +158,26 @@ class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, Compu
                 self.w(f"const int {v}end = {end};")
                 end = f"{v}end"
             self.open(f"for (int {v} = {start}; {v} < {end}; ++{v})")
-            self.stmt(s.body)
+            self.loop_body(s.body, runs=n is not None and n[0] > 0)
             self.close()
         elif isinstance(s, WarpRoles):
             self.warp_roles(s)
+            self.scratch_dirty()
         elif isinstance(s, If):
             self.open(f"if ({self.p(s.cond)})")
-            saved = dict(self.exprs.ranges)
+            saved, before = dict(self.exprs.ranges), dict(self.scratch_read)
             self.exprs.ranges.update(refined(s.cond, self.exprs.ranges))
             self.stmt(s.then_body)
             self.exprs.ranges.clear()
             self.exprs.ranges.update(saved)
             self.close()
+            after, self.scratch_read = self.scratch_read, before
             if s.else_body is not None:
                 self.open("else")
                 self.stmt(s.else_body)
                 self.close()
+            for k, v in after.items():  # (read on either path)
+                self.scratch_read[k] |= v
         elif isinstance(s, LetStmt):
             self.let(s)  # (scalar.py: 64-bit where it feeds a 64-bit index)
         elif type(self.plans.get(id(s))).__name__ == "Fused":
@@ -184,6 +190,27 @@ class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, Compu
             self.refuse_packed(s)
             self.origin(s)
             handler(s)
+
+    def loop_body(self, body, runs: bool = False) -> None:
+        """A loop's body: its first iteration follows what came before, the others its own end
+        (unknown here: the scratch areas count as read at its start). After it: its end, and
+        also what came before unless it surely `runs` at least once; read anywhere when a
+        `break` may leave it."""
+        before = dict(self.scratch_read)
+        self.scratch_dirty()
+        self.stmt(body)
+        if any(isinstance(x, Break) for x in walk(body)):
+            self.scratch_dirty()
+        elif not runs:
+            for k, v in before.items():
+                self.scratch_read[k] |= v
+
+    def scratch_dirty(self) -> None:
+        self.scratch_read = dict.fromkeys(self.scratch_read, True)
+
+    def scratch_clean(self) -> None:
+        """After a barrier of the whole block."""
+        self.scratch_read = dict.fromkeys(self.scratch_read, False)
 
     def warp_roles(self, s: WarpRoles) -> None:
         """The producer warpgroups after the consumer's threads, with their own `tid`; each role
@@ -359,7 +386,10 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
         pr.exprs.ranges[v] = (0, top - 1)
     pr.stmt(program.body)
     user = -(-smem.size // 128) * 128
-    body = tidy_source("\n".join(pr.lines)).replace("SCRATCH", str(user))
+    area = -(-pr.scratch // 16) * 16  # (each of the two areas; the second only where used)
+    body = tidy_source("\n".join(pr.lines))
+    second = "SCRATCH_B" in body
+    body = body.replace("SCRATCH_B", str(user + area)).replace("SCRATCH", str(user))
     sig = []
     for p in program.params:
         if isinstance(p, Var):
@@ -385,7 +415,8 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
             tensor = next(p for p in program.params if getattr(p, "name", None) == plan.tensor)
             need = plan.width * tensor.dtype.bits // 8
             align[plan.tensor] = max(align.get(plan.tensor, 0), need)
-    return PrintedKernel(source, name, user + pr.scratch, align, dims, dict(pr.tensor_maps))
+    scratch = area + pr.scratch if second else pr.scratch
+    return PrintedKernel(source, name, user + scratch, align, dims, dict(pr.tensor_maps))
 
 
 def resolve_target(target):

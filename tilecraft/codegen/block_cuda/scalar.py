@@ -175,7 +175,7 @@ class ScalarPrinter:
 
     def _While(self, s: While) -> None:
         self.open(f"while ({self.p(s.cond)})")
-        self.stmt(s.body)
+        self.loop_body(s.body)
         self.close()
 
     def _Break(self, s: Break) -> None:

@@ -80,7 +80,7 @@ class ScanPrinter:
         self.open("")
         (src,) = self.stage([s.src])  # (barriers before and after)
         base = -(-math.prod(shape) * s.src.dtype.bits // 8 // 16) * 16
-        self.w(f"{ot}* scan = reinterpret_cast<{ot}*>(tc_smem + SCRATCH + {base});")
+        self.w(f"{ot}* scan = reinterpret_cast<{ot}*>(tc_smem + {self.stage_base} + {base});")
         self.scratch = max(self.scratch, base + math.prod(shape) * s.out.dtype.bits // 8)
         kk = f"({length - 1} - kk)" if s.reverse else "kk"
         flat = (f"c * {length} + {kk}" if inner == 1 else

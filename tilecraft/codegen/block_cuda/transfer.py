@@ -365,6 +365,8 @@ class TransferPrinter:
 
     def _Synchronize(self, s: Synchronize) -> None:
         self.w(self.bar_sync)
+        if self.role is None:  # (a role's named barrier does not wait for the other role)
+            self.scratch_clean()
 
     def _Exit(self, s: Exit) -> None:
         self.w("return;")
