@@ -13,7 +13,9 @@ else mma.sync), TILECRAFT_WGMMA_PIPE (a pipelined loop's lone wgmma dot left run
 iterations), TILECRAFT_TMA (TMA loads of pipelined tiles; else cp.async), TILECRAFT_WS (a
 wgmma mainloop's copies in a producer warpgroup where it measured faster; "always": wherever the
 form allows, `warp_specialize="always"`: passes/warp_specialize.py), TILECRAFT_SINK_STORES
-(stores of loaded registers below the asynchronous copies after them: block/sink_stores.py);
+(stores of loaded registers below the asynchronous copies after them: block/sink_stores.py),
+TILECRAFT_ASYNC_COPIES (a global -> shared T.copy outside a multi-stage pipeline as cp.async,
+not through registers: passes/lowering/copy.py);
 TILECRAFT_ARCH (the arch when none is given) and TILECRAFT_DUMP_IR (a directory: the IR after
 each pass).
 """
@@ -28,7 +30,7 @@ from tilecraft.targets import Target, current_target, detect_target, target_from
 
 _SWITCHES = {"wgmma": "TILECRAFT_WGMMA", "wgmma_pipeline": "TILECRAFT_WGMMA_PIPE",
              "tma": "TILECRAFT_TMA", "warp_specialize": "TILECRAFT_WS",
-             "sink_stores": "TILECRAFT_SINK_STORES"}
+             "sink_stores": "TILECRAFT_SINK_STORES", "async_copies": "TILECRAFT_ASYNC_COPIES"}
 
 
 # os.environ's own bytes-keyed dict, read without Mapping.get's KeyError for unset variables
@@ -51,17 +53,18 @@ class CompileOptions(Frozen):
     """The target and the code-generation switches of one build (see the module doc)."""
 
     __slots__ = ("target", "wgmma", "wgmma_pipeline", "tma", "warp_specialize", "sink_stores",
-                 "dump_ir")
+                 "async_copies", "dump_ir")
 
     def __init__(self, target: Target, *, wgmma: bool = True, wgmma_pipeline: bool = True,
                  tma: bool = True, warp_specialize: bool | str = True, sink_stores: bool = True,
-                 dump_ir: str | None = None):
+                 async_copies: bool = True, dump_ir: str | None = None):
         _set(self, "target", target)
         _set(self, "wgmma", wgmma)
         _set(self, "wgmma_pipeline", wgmma_pipeline)
         _set(self, "tma", tma)
         _set(self, "warp_specialize", warp_specialize)
         _set(self, "sink_stores", sink_stores)
+        _set(self, "async_copies", async_copies)
         _set(self, "dump_ir", dump_ir)
 
     @classmethod

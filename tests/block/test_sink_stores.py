@@ -31,7 +31,7 @@ from tilecraft.block.prepare import prepare
 from tilecraft.block.sink_stores import sink_stores
 from tilecraft.block.smem_plan import plan_shared
 from tilecraft.ir import BufferLoad, Const
-from tilecraft.ir.visitor import walk
+from tilecraft.ir.visitor import walk, walk_expr
 from tilecraft.layout import spatial
 
 ROWS = spatial(16, 8).local(1, 4)
@@ -243,22 +243,30 @@ def _indexed_rows():
     return rows, [idx, a, np.zeros((64, 32), np.float32)], want
 
 
+@pytest.mark.parametrize("async_copies", [True, False])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_a_tensor_read_only_by_copy_offsets_keeps_its_bytes_and_its_barrier(arch):
+def test_a_tensor_read_only_by_copy_offsets_keeps_its_bytes_and_its_barrier(arch, async_copies):
     """The arena and the barriers count the shared loads in an instruction's offsets: the index
     kept its own bytes (it had shared them with the stages, or with the mbarriers that
-    mbarrier_init writes) and a barrier orders its store before the first copy reads it."""
+    mbarrier_init writes) and a barrier orders its store (or the wait that lands its copy)
+    before the first copy reads it."""
     from tilecraft.codegen.cuda.build import generate_cuda
+    from tilecraft.options import CompileOptions
 
     func, args, want = _indexed_rows()
-    state = generate_cuda(func, arch).state
+    opts = CompileOptions.for_arch(arch, async_copies=async_copies)
+    state = generate_cuda(func, options=opts).state
     arena = state.prepared.arena
     idx_s = next(b for b in arena.offsets if b.name == "idx_s")
     others = [b for b in arena.offsets if b is not idx_s]
     assert all(arena.offsets[b] != arena.offsets[idx_s] for b in others)
-    kinds = [type(s).__name__ for s in walk(state.prepared.program.body)]
-    store = kinds.index("StoreShared")
-    copy = min(i for i, k in enumerate(kinds) if k in ("CopyAsync", "CopyAsyncBulk"))
+    body = list(walk(state.prepared.program.body))
+    kinds = [type(s).__name__ for s in body]
+    into = next(i for i, s in enumerate(body) if isinstance(s, (StoreShared, CopyAsync))
+                and s.dst.buffer is idx_s)
+    store = into if kinds[into] == "StoreShared" else kinds.index("CopyAsyncWaitGroup", into)
+    copy = min(i for i, s in enumerate(body) if isinstance(s, (CopyAsync, CopyAsyncBulk))
+               and any(isinstance(x, BufferLoad) for e in s.offset for x in walk_expr(e)))
     assert "Synchronize" in kinds[store:copy]
     state.prepared.program.run(*args)
     np.testing.assert_allclose(args[2], want, rtol=1e-5, atol=1e-3)

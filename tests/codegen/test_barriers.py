@@ -20,6 +20,14 @@ def _barrier_before(text: str, marker: str) -> bool:
     return "__syncthreads();" in text[:at]
 
 
+def _tile_write(text: str) -> str:
+    """The comment of the first write of a shared tile from memory in `text`: a store of
+    registers, or an asynchronous copy (a T.copy from global memory)."""
+    found = [m for m in ("// store_shared(", "// copy_async(") if m in text]
+    assert found, "no tile write in the generated code"
+    return min(found, key=text.index)
+
+
 def _after_block(text: str, opener: str) -> str:
     """`text` after the `{ ... }` block whose `{` ends the first line holding `opener`."""
     i = text.index("{", text.index(opener))
@@ -110,7 +118,8 @@ def test_else_branch_write_after_read_gets_a_barrier():
     src = _source(lambda: branchy(0))
     then = src[src.index("if (A_[0] > 0.0f) {"):src.index("else {")]
     assert _barrier_before(then, "// store_shared(f, s,")
-    assert _barrier_before(src.split("else {")[1], "// store_shared(")
+    other = src.split("else {")[1]
+    assert _barrier_before(other, _tile_write(other))
 
 
 @tilecraft.jit
@@ -181,4 +190,5 @@ def scalar_store_then_tile_write():
 
 def test_a_tile_write_after_a_scalar_store_waits_for_it():
     src = _source(scalar_store_then_tile_write)
-    assert _barrier_before(src.split("s_[tx_1_] = 0.0f;")[1], "// store_shared(")
+    after = src.split("s_[tx_1_] = 0.0f;")[1]
+    assert _barrier_before(after, _tile_write(after))

@@ -21,10 +21,15 @@ def last_rows(rows, cols, block=128):
     return copy_tail
 
 
-def test_huge_tensor_indexes_in_64_bits():
-    src = generate_cuda(last_rows(2**18, 2**14).func, "sm_90a").source  # 2^32 elements
-    load_a = src[src.index("// load_global(A, "):src.index("// store_shared(")]
-    store_b = src[src.index("// store_global(tile_t2, B, "):]
+@pytest.mark.parametrize("async_copies", [True, False])
+def test_huge_tensor_indexes_in_64_bits(async_copies):
+    from tilecraft.options import CompileOptions
+
+    opts = CompileOptions.for_arch("sm_90a", async_copies=async_copies)
+    src = generate_cuda(last_rows(2**18, 2**14).func, options=opts).source  # 2^32 elements
+    load_a = src[src.index("// copy_async(tile, A, " if async_copies else "// load_global(A, "):
+                 src.index("// copy_async_commit" if async_copies else "// store_shared(")]
+    store_b = src[src.index(", B, offset=", src.index("// store_global(tile_t")):]
     assert "&A_[(long long)(" in load_a  # A is indexed in 64 bits ...
     assert "&B_[" in store_b and "long long" not in store_b  # ... B is not
 

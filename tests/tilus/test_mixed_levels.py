@@ -53,7 +53,9 @@ def test_both_levels_meet_in_shared_memory_on_the_vm(func, want):
 def test_mixed_kernels_print_with_a_barrier_between_the_levels(func):
     gen = generate_cuda(func, "sm_90a")
     body = gen.source.split('extern "C"')[1]
-    writes = body.index("// store_shared(")  # (T.copy's, or T.store_shared's)
+    # (T.copy's copy_async, landing at its wait, or T.store_shared's store)
+    writes = body.index("// copy_async_wait_group(" if "// copy_async(" in body
+                        else "// store_shared(")
     reads = body.index("// load_shared(")  # (T.load_shared's, or T.copy's)
     assert "__syncthreads();" in body[writes:reads]
     for arch in ("sm_90a", "sm_80"):

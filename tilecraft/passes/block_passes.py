@@ -1,6 +1,8 @@
 """The block-program passes before printing (block/prepare.py does the same for a program written
 at the Tilus level): each runs only when lowering built a program.
 
+- merge_waits (`waits_merged`): one wait for asynchronous copies issued one after another
+  (block/merge_waits.py);
 - sink_stores (`stores_sunk`): stores of loaded registers below the asynchronous copies that
   follow them (block/sink_stores.py; switch `sink_stores`, TILECRAFT_SINK_STORES=0 off);
 - plan_arena (`arena`): state.arena, the shared tensors' byte offsets (block/smem_plan.py);
@@ -16,9 +18,15 @@ from __future__ import annotations
 from tilecraft.block import barriers, select, smem_plan
 from tilecraft.block import sink_stores as sink
 from tilecraft.block.hoist_casts import hoist_casts
+from tilecraft.block.merge_waits import merge_waits as _merge_waits
 from tilecraft.block.prepare import Prepared
 
 from .context import KernelState
+
+
+def merge_waits(state: KernelState) -> None:
+    if state.block_program is not None:
+        state.block_program = _merge_waits(state.block_program)
 
 
 def sink_stores(state: KernelState) -> None:

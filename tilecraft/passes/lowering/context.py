@@ -70,6 +70,7 @@ class LowerContext:
         self._reused = reused_copies(state)
         # the shared tiles pipelined loops stage (pipeline_copies reallocates them)
         self.staged = {p.dst.buffer for plan in state.pipelines.values() for p in plan.producers}
+        self._async = state.options.async_copies and _async_candidates(state)
 
     # ---- tensors ----------------------------------------------------------------------------
     def define(self, buf: Buffer) -> BlockTensor:
@@ -124,6 +125,21 @@ class LowerContext:
         """`op` is a copy a T.Pipelined loop issues stages ahead (plan_pipeline)."""
         return id(op) in self._producers
 
+    def lands_async(self, op) -> bool:
+        """`op`, a copy from global into shared memory, is issued as an asynchronous copy and
+        waited for at once: a producer, or (switch `async_copies`) a copy of a tile that
+        depends on the block (or of weights every block reads, past SHARED_WEIGHTS bytes) in a
+        kernel without a T.Pipelined loop of more than one iteration. Its bytes then go to
+        shared memory without registers and without the L1 lines a load holds until its data
+        comes: with most of an SM's L1 made shared memory, those lines bounded the bytes in
+        flight (layernorm over 16384-wide rows, 98 KB of shared tiles a block: 72% of copy
+        speed through registers, 91% asynchronous on the H200). Smaller weights stay loads,
+        which L1 keeps for the SM's other blocks; a pipelined kernel's other copies too: their
+        wait would hold back the pipeline's first copies (attention 1-4% slower;
+        benchmarks/NOTES.md, session 22)."""
+        if self.is_producer(op):
+            return True
+        return bool(self._async) and id(op) in self._async
     def dims_of(self, r: BufferRegion, shape: tuple[int, ...], span: Span | None):
         """The dims of region `r` a tile of `shape` covers."""
         return self._dims(r, shape, span)
@@ -162,3 +178,41 @@ class LowerContext:
             raise not_lowered(span, f"a part of the fragment `{r.buffer.name}` ({r})",
                               hint="use the whole fragment, or a fragment of the part's shape")
         return self.tensor(r.buffer, span)  # type: ignore[return-value]
+
+
+def _async_candidates(state) -> set[int]:
+    """The ids of the T.copy statements `lands_async` takes (global -> shared, a source region
+    that depends on a block index or a large destination), none when a T.Pipelined loop may
+    run more than once."""
+    from tilecraft.ir import Copy, For, Var
+    from tilecraft.ir.expr import const_int
+    from tilecraft.ir.visitor import walk, walk_expr
+
+    body = state.kernel.body if state.kernel is not None else state.func.body  # (lowered)
+    if any(isinstance(f, For) and f.kind == "pipelined" and const_int(f.extent) != 1
+           for f in walk(body)):
+        return set()
+    kernel = state.kernel
+    blocks = set() if kernel is None else \
+        {v for v, g in zip(kernel.block_vars, kernel.grid) if const_int(g) != 1}
+    out = set()
+    for c in walk(body):
+        if isinstance(c, Copy) and c.src.buffer.scope == "global" and \
+                c.dst.buffer.scope == "shared" and (_nbytes(c.dst) > SHARED_WEIGHTS or any(
+                    isinstance(x, Var) and x in blocks for e in c.src.starts
+                    for x in walk_expr(e))):
+            out.add(id(c))
+    return out
+
+
+#: a block-independent tile (weights) of more bytes than this is copied asynchronously too:
+#: layernorm's 32 KB weight and bias rows were 13 points faster so (16384-wide rows), its 8 KB
+#: ones 2 points slower (4096-wide: L1 kept them for the SM's other blocks)
+SHARED_WEIGHTS = 16 * 1024
+
+
+def _nbytes(r) -> int:
+    n = r.buffer.dtype.bits // 8 if r.buffer.dtype.bits >= 8 else 1
+    for e in r.buffer.shape:
+        n *= e if isinstance(e, int) else 1 << 30
+    return n

@@ -9,14 +9,17 @@
     T.copy(acc, acc_f16)               ->  cast(acc, out=acc_f16)      (equal layouts)
 
 Memory -> memory copies go through a register tile in the copy layout (16-byte vectors on
-consecutive threads, `LowerContext.copy_layout`). The producers of a T.Pipelined loop (global ->
-whole shared tile, one dtype: plan_pipeline) become asynchronous copies, each complete at once:
+consecutive threads, `LowerContext.copy_layout`). A global -> whole shared tile copy of one
+dtype becomes an asynchronous copy, complete at once, when it is a producer of a T.Pipelined
+loop (plan_pipeline) or (switch `async_copies`) lies outside the pipelined loops of more than
+one iteration (`LowerContext.lands_async`; block/merge_waits.py then waits once for copies
+issued together):
 
     T.copy(A[by * 64, k * 32], A_s)    ->  copy_async(A_s, A, offset=[by * 64, k * 32])
                                            copy_async_commit_group()
                                            copy_async_wait_group(0)
 
-and passes/pipeline_copies.py turns the loop into stages. A global -> shared copy whose
+and passes/pipeline_copies.py turns a pipelined loop into stages. A global -> shared copy whose
 destination still holds the tile (a second pass over a row: passes/copy_reuse.py) lowers to
 nothing. A dtype change is a `cast`
 in registers (moving data never converts). Region starts are the instructions' offsets, and the
@@ -28,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 
 from tilecraft.block import Cast, CopyAsync, CopyAsyncCommitGroup, CopyAsyncWaitGroup, Fill
+from tilecraft.block.select import select_copy_async
 from tilecraft.ir import Copy
 from tilecraft.ir import Fill as TileFill
 
@@ -40,7 +44,7 @@ def lower_copy(cx: LowerContext, op: Copy) -> list:
     src, dst, span = op.src, op.dst, op.span
     if cx.is_reused(op):
         return []  # the destination still holds the tile (passes/copy_reuse.py)
-    if cx.is_producer(op) and dst.is_full() and src.dtype == dst.dtype:
+    if cx.lands_async(op) and dst.is_full() and src.dtype == dst.dtype:
         shape = cx.region_tile(src, span)
         tile = cx.tensor(dst.buffer, span)
         dims = None
@@ -48,9 +52,10 @@ def lower_copy(cx: LowerContext, op: Copy) -> list:
             dims = cx.dims_of(src, shape, span)
         elif tuple(e for e in tile.shape if e != 1) == shape:  # a shared tile with unit dims
             dims = match_dims(tuple(src.extents), tuple(tile.shape))  # None: more dims than src
-        if dims is not None:
-            copy = CopyAsync.create(tile, cx.tensor(src.buffer, span), offset=src.starts,
-                                    dims=dims, span=span)
+        copy = None if dims is None else CopyAsync.create(
+            tile, cx.tensor(src.buffer, span), offset=src.starts, dims=dims, span=span)
+        # (outside a pipeline only as 16-byte cp.async; registers vectorize the other forms)
+        if copy is not None and (cx.is_producer(op) or select_copy_async(copy) is not None):
             if op.disable_tma:
                 copy = dataclasses.replace(copy, bulk_ok=False)
             return [copy,
