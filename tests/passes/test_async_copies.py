@@ -122,3 +122,82 @@ def test_a_wait_stays_before_a_read_a_rewrite_or_an_offset_that_reads_memory():
     offset = _program(lambda a_s, b_s, a, r: [CopyAsync.create(b_s, a, offset=(index, 0))])
     for p in (reads, again, offset):
         assert _waits(merge_waits(p)) == 2
+
+
+# ---- forward_copies -------------------------------------------------------------------------
+def test_a_wide_rows_tiles_read_back_in_place_come_straight_to_registers():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    from rmsnorm_silu import rmsnorm_silu
+
+    gen = generate_cuda(rmsnorm_silu(4096, 16384).func, "sm_90a")
+    kinds = [type(s).__name__ for s in walk(gen.state.block_program.body)]
+    assert "CopyAsync" not in kinds and "LoadShared" not in kinds
+    assert kinds.count("LoadGlobal") == 2 and kinds.count("View") == 3  # X twice, gamma once
+    assert gen.launch.smem <= 4096  # (the reduction's partials alone)
+    narrow = generate_cuda(rmsnorm_silu(16384, 4096).func, "sm_90a").state.block_program
+    assert any(isinstance(s, LoadShared) for s in walk(narrow.body))  # 16 KB: left in shared
+
+
+def _forwardable(loads=(0, 0), reread=False):
+    """a's first rows -> a_s by copy_async, loaded back twice (the first at `loads`: not all of
+    a_s unless zero); `reread`: a scalar read of a_s too."""
+    from tilecraft.block import View  # noqa: F401 (the rewrite's instruction)
+    from tilecraft.ir import BufferStore
+
+    a = GlobalTensor.create("a", "float16", (64, 1024))
+    out = GlobalTensor.create("out", "float16", (64, 1024))
+    a_s = SharedTensor.create("a_s", "float16", (32, 1024))  # 64 KB, 16 registers a thread
+    lay = spatial(32, 32).local(1, 32)
+    r1, r2 = (RegisterTensor.create(n, "float16", lay) for n in ("r1", "r2"))
+    body = [AllocateShared.create(a_s), CopyAsync.create(a_s, a), CopyAsyncCommitGroup.create(),
+            CopyAsyncWaitGroup.create(0), AllocateRegister.create(r1),
+            LoadShared.create(a_s, r1, offset=loads), AllocateRegister.create(r2),
+            LoadShared.create(a_s, r2), StoreGlobal.create(r2, out)]
+    if reread:
+        body.append(BufferStore(out.buffer, (Const.create(0),) * 2,
+                                BufferLoad(a_s.buffer, (Const.create(0),) * 2)))
+    return BlockProgram.create("p", (a, out), (1,), 1024, body)
+
+
+def test_forward_copies_keeps_the_results_and_refuses_partial_or_other_reads():
+    from tilecraft.block.forward_copies import forward_copies
+
+    p = _forwardable()
+    done = forward_copies(p)
+    kinds = [type(s).__name__ for s in walk(done.body)]
+    assert kinds.count("View") == 2 and "CopyAsync" not in kinds and "AllocateShared" not in kinds
+    data = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float16)
+    for program in (p, done):
+        out = np.zeros((64, 1024), np.float16)
+        program.run(data, out)
+        np.testing.assert_array_equal(out[:32], data[:32])
+    for other in (_forwardable(loads=(32, 0)), _forwardable(reread=True)):
+        assert any(isinstance(s, CopyAsync) for s in walk(forward_copies(other).body))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["rmsnorm_silu", "layernorm", "softmax"])
+def test_wide_rows_on_the_gpu(kernel):
+    """16384-wide rows: forwarded (RMSNorm), asynchronous with their weights (layernorm),
+    asynchronous (softmax), against float64 torch."""
+    import importlib
+
+    import torch
+    import torch.nn.functional as F
+
+    M, N = 64, 16384
+    x = torch.randn(M, N, device="cuda").half()
+    w = (1 + 0.1 * torch.randn(N, device="cuda")).half()
+    b = (0.1 * torch.randn(N, device="cuda")).half()
+    xd = x.double()
+    fn = getattr(importlib.import_module(kernel), kernel)(M, N)
+    if kernel == "rmsnorm_silu":
+        got = fn(x, w)
+        want = F.silu(xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-5) * w.double())
+    elif kernel == "layernorm":
+        got = fn(x, w, b)
+        want = F.layer_norm(xd, (N,), w.double(), b.double(), 1e-5)
+    else:
+        got, want = fn(x), torch.softmax(xd, -1)
+    err = ((got.double() - want).norm() / want.norm()).item()
+    assert err < 1e-3, err

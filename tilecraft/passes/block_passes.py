@@ -1,6 +1,8 @@
 """The block-program passes before printing (block/prepare.py does the same for a program written
 at the Tilus level): each runs only when lowering built a program.
 
+- forward_copies (`copies_forwarded`): shared tiles an asynchronous copy fills and only loads
+  of the same elements read back, loaded into registers instead (block/forward_copies.py);
 - merge_waits (`waits_merged`): one wait for asynchronous copies issued one after another
   (block/merge_waits.py);
 - sink_stores (`stores_sunk`): stores of loaded registers below the asynchronous copies that
@@ -17,11 +19,17 @@ from __future__ import annotations
 
 from tilecraft.block import barriers, select, smem_plan
 from tilecraft.block import sink_stores as sink
+from tilecraft.block.forward_copies import forward_copies as _forward_copies
 from tilecraft.block.hoist_casts import hoist_casts
 from tilecraft.block.merge_waits import merge_waits as _merge_waits
 from tilecraft.block.prepare import Prepared
 
 from .context import KernelState
+
+
+def forward_copies(state: KernelState) -> None:
+    if state.block_program is not None:
+        state.block_program = _forward_copies(state.block_program)
 
 
 def merge_waits(state: KernelState) -> None:

@@ -3,15 +3,15 @@ ordered list; each pass declares what it requires and produces.
 
     legalize -> schedule_loads -> plan_pipeline -> infer_layouts -> choose_swizzles     (Tile IR)
     -> lower_tile_ops                                    (Tile IR -> block instructions)
-    -> pipeline_copies -> schedule_blocks -> merge_waits -> sink_stores -> plan_arena
-       -> insert_barriers
+    -> pipeline_copies -> schedule_blocks -> forward_copies -> merge_waits -> sink_stores
+       -> plan_arena -> insert_barriers
        -> select_instructions                            (block program)
 
 schedule_loads rewrites the kernel (state.kernel); lower_tile_ops builds state.block_program,
-which pipeline_copies, schedule_blocks, merge_waits, sink_stores and insert_barriers
-rewrite; the other passes analyse. codegen/block_cuda prints the result (`state.prepared`).
-A kernel written at the Tilus level starts as a block program and runs the block-program
-passes only (block/prepare.py). See docs/compiler.md and docs/block_ir.md.
+which pipeline_copies, schedule_blocks, forward_copies, merge_waits, sink_stores and
+insert_barriers rewrite; the other passes analyse. codegen/block_cuda prints the result
+(`state.prepared`). A kernel written at the Tilus level starts as a block program and runs the
+block-program passes only (block/prepare.py). See docs/compiler.md and docs/block_ir.md.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tilecraft.options import CompileOptions
 from tilecraft.targets import Target
 
 from .block_passes import (
+    forward_copies,
     insert_barriers,
     merge_waits,
     plan_arena,
@@ -65,7 +66,9 @@ PASSES: tuple[Pass, ...] = (
        produces={"block_program"}),
     _p("pipeline_copies", pipeline_copies, requires={"block_program"}, produces={"pipelined"}),
     _p("schedule_blocks", schedule_blocks, requires={"pipelined"}, produces={"blocks_scheduled"}),
-    _p("merge_waits", merge_waits, requires={"blocks_scheduled"}, produces={"waits_merged"}),
+    _p("forward_copies", forward_copies, requires={"blocks_scheduled"},
+       produces={"copies_forwarded"}),
+    _p("merge_waits", merge_waits, requires={"copies_forwarded"}, produces={"waits_merged"}),
     _p("sink_stores", sink_stores, requires={"waits_merged"}, produces={"stores_sunk"}),
     _p("plan_arena", plan_arena, requires={"stores_sunk"}, produces={"arena"}),
     _p("insert_barriers", insert_barriers, requires={"arena"}, produces={"barriers"}),
