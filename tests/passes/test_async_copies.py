@@ -114,13 +114,16 @@ def test_copies_issued_one_after_another_share_one_wait():
         np.testing.assert_array_equal(out, data)
 
 
-def test_a_wait_stays_before_a_read_a_rewrite_or_an_offset_that_reads_memory():
+def test_a_wait_stays_before_a_read_a_rewrite_or_an_expression_that_reads_memory():
     reads = _program(lambda a_s, b_s, a, r: [LoadShared.create(a_s, r),
                                             CopyAsync.create(b_s, a)])
     again = _program(lambda a_s, b_s, a, r: [CopyAsync.create(a_s, a)])  # (landing order)
     index = BufferLoad(SharedTensor.create("i_s", "int32", (1,)).buffer, (Const.create(0),))
     offset = _program(lambda a_s, b_s, a, r: [CopyAsync.create(b_s, a, offset=(index, 0))])
-    for p in (reads, again, offset):
+    init = _program(lambda a_s, b_s, a, r: [  # (an allocation whose initial value reads a_s)
+        AllocateRegister.create(RegisterTensor.create("q", "float32", r.layout), init=BufferLoad(
+            a_s.buffer, (Const.create(0),) * 2)), CopyAsync.create(b_s, a)])
+    for p in (reads, again, offset, init):
         assert _waits(merge_waits(p)) == 2
 
 

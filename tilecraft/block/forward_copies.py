@@ -52,6 +52,7 @@ from .transfer import (
     CopyAsyncWaitGroup,
     LoadGlobal,
     LoadShared,
+    SharedSlice,
 )
 
 MIN_SHARED = 32 * 1024  # bytes of shared tiles forwarded, at least (more than)
@@ -136,6 +137,8 @@ def _only_loads(body: Stmt, t: _Tile) -> bool:
     for s in walk(body):
         if any(isinstance(x, BufferLoad) and x.buffer is b for e in stmt_exprs(s)
                for x in walk_expr(e)):
+            return False
+        if isinstance(s, SharedSlice) and s.src.buffer is b:
             return False
         if isinstance(s, Instruction) and not isinstance(s, AllocateShared) and \
                 id(s) not in allowed and any(getattr(x, "buffer", None) is b

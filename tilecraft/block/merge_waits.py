@@ -14,8 +14,9 @@ waited for the one before it had landed:
 
 A `copy_async_wait_group(0)` is dropped when everything after it in its statement list, up to
 the next `copy_async_wait_group(0)` there, is an asynchronous copy, a commit or an allocation,
-and no copy among them writes a tile that a copy before them in that list also writes (their
-bytes could land in either order) or has offsets that read memory. Nothing between then reads
+none of them reads memory in an expression (an offset, an initial value), and no copy among
+them writes a tile that a copy before them in that list also writes (their bytes could land in
+either order). Nothing between then reads
 what the dropped wait landed, and the later wait lands it.
 
 Requires: a block program. Guarantees: the same results (the block VM lands a copy at the wait
@@ -69,9 +70,10 @@ def _redundant(stmts: list, i: int) -> bool:
         x = stmts[j]
         if not isinstance(x, _BETWEEN):
             return False
+        if any(isinstance(e, BufferLoad) for ex in stmt_exprs(x) for e in walk_expr(ex)):
+            return False  # (an offset or an initial value reading memory)
         if isinstance(x, CopyAsync):
-            if x.dst.buffer in before or any(isinstance(e, BufferLoad) for ex in stmt_exprs(x)
-                                             for e in walk_expr(ex)):
+            if x.dst.buffer in before:
                 return False
             before.add(x.dst.buffer)
         j += 1

@@ -112,10 +112,18 @@ class ComputePrinter(MmaPrinter):
         got = self.smem_plan.scratch_at(s) if s is not None and self.smem_plan else None
         if got is not None and got[1] >= nbytes:
             return str(got[0])
-        self.scratch = max(self.scratch, nbytes)
         if self.scratch_read["SCRATCH"] and not self.scratch_read["SCRATCH_B"]:
+            self.scratch_b = max(self.scratch_b, nbytes)
             return "SCRATCH_B"  # (no barrier: the other area's reads are behind one)
+        self.scratch = max(self.scratch, nbytes)
         return "SCRATCH"
+
+    def scratch_needs(self, base: str, nbytes: int) -> None:
+        """Area `base` (a stage's) holds `nbytes` from its start."""
+        if base == "SCRATCH_B":
+            self.scratch_b = max(self.scratch_b, nbytes)
+        elif base == "SCRATCH":
+            self.scratch = max(self.scratch, nbytes)
 
     def stage(self, tensors: list[RegisterTensor], owner=None) -> list[str]:
         """Write register tensors row-major into the scratch area (after a barrier; `owner`:

@@ -76,7 +76,8 @@ class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, Compu
         self.role = None  # inside warp_roles: "producer" or "consumer"
         self.names: dict[object, str] = {}
         self.smem_plan = None  # the shared tensors' offsets (block/smem_plan.py)
-        self.scratch = 0  # bytes of the largest dot/reduce staging area
+        self.scratch = 0  # bytes of the largest staging in the first scratch area
+        self.scratch_b = 0  # in the second (used where the first may still be read)
         # the two scratch areas after the arena: may a thread read it (compute.py `stage`)
         self.scratch_read = {"SCRATCH": False, "SCRATCH_B": False}
         self.elem: dict[Var, str] = {}  # element placeholders -> C (inside per-register loops)
@@ -386,7 +387,7 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
         pr.exprs.ranges[v] = (0, top - 1)
     pr.stmt(program.body)
     user = -(-smem.size // 128) * 128
-    area = -(-pr.scratch // 16) * 16  # (each of the two areas; the second only where used)
+    area = -(-pr.scratch // 16) * 16  # (the first area; the second after it, where used)
     body = tidy_source("\n".join(pr.lines))
     second = "SCRATCH_B" in body
     body = body.replace("SCRATCH_B", str(user + area)).replace("SCRATCH", str(user))
@@ -415,7 +416,7 @@ def print_cuda(program: BlockProgram, target=None, min_blocks: int = 1,
             tensor = next(p for p in program.params if getattr(p, "name", None) == plan.tensor)
             need = plan.width * tensor.dtype.bits // 8
             align[plan.tensor] = max(align.get(plan.tensor, 0), need)
-    scratch = area + pr.scratch if second else pr.scratch
+    scratch = area + pr.scratch_b if second else pr.scratch
     return PrintedKernel(source, name, user + scratch, align, dims, dict(pr.tensor_maps))
 
 

@@ -81,7 +81,7 @@ class ScanPrinter:
         (src,) = self.stage([s.src])  # (barriers before and after)
         base = -(-math.prod(shape) * s.src.dtype.bits // 8 // 16) * 16
         self.w(f"{ot}* scan = reinterpret_cast<{ot}*>(tc_smem + {self.stage_base} + {base});")
-        self.scratch = max(self.scratch, base + math.prod(shape) * s.out.dtype.bits // 8)
+        self.scratch_needs(self.stage_base, base + math.prod(shape) * s.out.dtype.bits // 8)
         kk = f"({length - 1} - kk)" if s.reverse else "kk"
         flat = (f"c * {length} + {kk}" if inner == 1 else
                 f"(c / {inner} * {length} + {kk}) * {inner} + c % {inner}")
