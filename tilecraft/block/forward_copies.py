@@ -15,9 +15,9 @@ reads back its own elements (the seed RMSNorm: X and gamma, 16 fp16 a thread on 
 
 Shared memory taken from an SM is L1 taken from its loads; the registers held instead are few.
 So a program is rewritten only when the tiles forwarded take more than `MIN_SHARED` bytes and
-their registers at most `MAX_REGISTERS` a thread (RMSNorm+SiLU over 16384-wide rows: 64 KB of
-tiles a block, 16 registers; 80 -> 87% of copy speed on the H200, while at 4096-wide rows,
-16 KB, forwarding cost a point: benchmarks/NOTES.md, session 22).
+their registers at most `MAX_REGISTERS` a thread (RMSNorm+SiLU over 16384-wide rows on 1024
+threads: 64 KB of tiles a block, 16 registers; 80 -> 86% of copy speed on the H200, while at
+4096-wide rows, 16 KB, forwarding cost a point: benchmarks/NOTES.md, session 22).
 
 A tile S qualifies when
 - one instruction writes it: a `copy_async` directly followed, in its statement list, by a
