@@ -132,7 +132,8 @@ def test_a_wide_rows_tiles_read_back_in_place_come_straight_to_registers():
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
     from rmsnorm_silu import rmsnorm_silu
 
-    gen = generate_cuda(rmsnorm_silu(4096, 16384).func, "sm_90a")
+    gen = generate_cuda(rmsnorm_silu(4096, 16384, BLOCK_M=1, BLOCK_C=16384, threads=1024).func,
+                        "sm_90a")  # (16 values a thread; the example's default takes 256 threads)
     kinds = [type(s).__name__ for s in walk(gen.state.block_program.body)]
     assert "CopyAsync" not in kinds and "LoadShared" not in kinds
     assert kinds.count("LoadGlobal") == 2 and kinds.count("View") == 3  # X twice, gamma once
@@ -179,10 +180,11 @@ def test_forward_copies_keeps_the_results_and_refuses_partial_or_other_reads():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ["rmsnorm_silu", "layernorm", "softmax"])
-def test_wide_rows_on_the_gpu(kernel):
-    """16384-wide rows: forwarded (RMSNorm), asynchronous with their weights (layernorm),
-    asynchronous (softmax), against float64 torch."""
+@pytest.mark.parametrize("kernel, threads", [("rmsnorm_silu", 1024), ("rmsnorm_silu", None),
+                                             ("layernorm", None), ("softmax", None)])
+def test_wide_rows_on_the_gpu(kernel, threads):
+    """16384-wide rows: forwarded (RMSNorm on 1024 threads), asynchronous with their weights
+    (RMSNorm on 256 threads, layernorm), asynchronous (softmax), against float64 torch."""
     import importlib
 
     import torch
@@ -193,7 +195,8 @@ def test_wide_rows_on_the_gpu(kernel):
     w = (1 + 0.1 * torch.randn(N, device="cuda")).half()
     b = (0.1 * torch.randn(N, device="cuda")).half()
     xd = x.double()
-    fn = getattr(importlib.import_module(kernel), kernel)(M, N)
+    tile = {} if threads is None else {"BLOCK_M": 1, "BLOCK_C": N, "threads": threads}
+    fn = getattr(importlib.import_module(kernel), kernel)(M, N, **tile)
     if kernel == "rmsnorm_silu":
         got = fn(x, w)
         want = F.silu(xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-5) * w.double())
