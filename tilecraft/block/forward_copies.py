@@ -40,6 +40,7 @@ import dataclasses
 import numpy as np
 
 from tilecraft.ir import BufferLoad, For, If, SeqStmt, Stmt, While
+from tilecraft.ir.expr import const_int
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
 
 from .compute import View
@@ -113,22 +114,15 @@ def _waited(stmts, i: int) -> bool:
 def _whole(tile: SharedTensor, loads: list) -> bool:
     """Every load reads all of `tile` in its own shape and dtype, each thread the elements the
     first load's thread holds, in the same registers."""
-    first = _placed(loads[0].out)
+    first = loads[0].out.layout.index_table()
     for ld in loads:
         if tuple(ld.out.shape) != tuple(tile.shape) or ld.out.dtype != tile.dtype or \
-                any(not _zero(e) for e in ld.offset) or list(ld.dims) != list(range(tile.ndim)):
+                any(const_int(e) != 0 for e in ld.offset) or \
+                list(ld.dims) != list(range(tile.ndim)):
             return False
-        if not np.array_equal(_placed(ld.out), first):
+        if not np.array_equal(ld.out.layout.index_table(), first):
             return False
     return True
-
-
-def _zero(e) -> bool:
-    return getattr(e, "value", None) == 0 or e == 0
-
-
-def _placed(t: RegisterTensor) -> np.ndarray:
-    return t.layout.index_table()
 
 
 def _only_loads(body: Stmt, t: _Tile) -> bool:

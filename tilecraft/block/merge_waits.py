@@ -45,9 +45,8 @@ def merge_waits(program: BlockProgram) -> BlockProgram:
 def _merge(s: Stmt) -> Stmt:
     if isinstance(s, SeqStmt):
         stmts = [_merge(x) for x in s.stmts]
-        kept = [x for i, x in enumerate(stmts) if not _redundant(stmts, i)]
-        return dataclasses.replace(s, stmts=tuple(kept)) if len(kept) != len(stmts) else \
-            dataclasses.replace(s, stmts=tuple(stmts))
+        return dataclasses.replace(s, stmts=tuple(x for i, x in enumerate(stmts)
+                                                  if not _redundant(stmts, i)))
     if isinstance(s, (For, While)):
         return dataclasses.replace(s, body=_merge(s.body))
     if isinstance(s, If):
