@@ -58,7 +58,8 @@ def test_fewer_stages_are_not_taken_where_the_kernels_registers_keep_a_block_off
                                                    (16, "uint4", True, True)])
 def test_the_plan_for_57344_channels_runs_its_grid_in_one_wave(M, wtype, zeros, codes):
     bits = resolve(wtype).bits
-    key = (M, 57344, K, wtype, "float16", bits, 128, 0, zeros, False, codes, False, None, ())
+    key = (M, 57344, K, wtype, "float16", bits, 128, 0, zeros, False, codes, False, None, (),
+           H100_SXM)
     qmm._PLANS.pop(key, None)
     kernel, _, _ = qmm._plan(key, None)
     launch = generate_cuda(kernel.func, "sm_90a").launch
@@ -97,7 +98,7 @@ def _planned(monkeypatch, config=None):
         return real(*args, **kwargs)
     monkeypatch.setattr(module, "qmm_kernel", record)
     key = (1, 57344, K, "int4", "float16", 4, 128, 0, False, False, False, False,
-           tuple(sorted(config.items())) if config else None, ())
+           tuple(sorted(config.items())) if config else None, (), H100_SXM)
     qmm._PLANS.pop(key, None)
     qmm._plan(key, config)
     qmm._PLANS.pop(key, None)
@@ -119,3 +120,21 @@ def test_without_nvrtc_the_plan_keeps_its_stages(monkeypatch):
         raise CudaToolkitNotFoundError("no NVRTC (simulated)")
     monkeypatch.setattr(JITKernel, "resources", property(missing))
     assert _planned(monkeypatch)["stages"] == 4
+
+
+def test_a_plan_is_kept_per_target(monkeypatch):
+    """The plan (its stages come from the target's SMs and shared memory) is keyed by the
+    target: a call under another TILECRAFT_ARCH plans again."""
+    import torch
+
+    from tilecraft import quant
+
+    qw = quant.quantize(torch.randn(64, 128), "int4", group_size=64)
+    x = torch.randn(1, 128, dtype=torch.float16)
+    targets = []
+    for arch in ("sm_90a", "sm_80"):
+        monkeypatch.setenv("TILECRAFT_ARCH", arch)
+        qmm._PLANS.clear()
+        qmm.quant_matmul(x, qw, config={"stages": 2})  # (no _CALLS entry: the plan is made)
+        targets += [k[-1].arch for k in qmm._PLANS]
+    assert targets == ["sm_90a", "sm_80"]

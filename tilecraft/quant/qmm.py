@@ -200,7 +200,7 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
                 last_block=last)
 
 
-_PLANS: dict = {}  # (shapes, types, options, switches) -> (kernel, reducer or None, split)
+_PLANS: dict = {}  # (shapes, types, options, switches, target) -> (kernel, reducer or None, split)
 _CHECKS: Any = None  # QuantizedWeight -> {check: (stamp, result)} (`_checked`)
 _CALLS: Any = None  # QuantizedWeight -> {(M, x dtype, bias?, switches): prepared} (`quant_matmul`)
 CALLS_PER_WEIGHT = 16  # prepared calls kept per weight
@@ -263,7 +263,6 @@ def _plan(key: tuple, config: dict | None) -> tuple:
         cfg["zero_codes"] = True
     if M <= 16 and "stages" not in (config or {}):  # the grid in one wave (quant/waves.py)
         from tilecraft.quant.waves import one_wave_stages
-        from tilecraft.targets import current_target
 
         def with_stages(s: int) -> dict:  # (unrolled by the stages unless the caller said)
             own = cfg.get("unroll") == cfg["stages"] and "unroll" not in (config or {})
@@ -281,7 +280,7 @@ def _plan(key: tuple, config: dict | None) -> tuple:
                 return 1 << 16
 
         cfg = with_stages(one_wave_stages(cfg, M, N, K, bits, group, xtype, has_zeros, codes,
-                                          current_target(), registers))
+                                          key[-1], registers))
     if fold and not cfg.get("acc_scale"):  # (acc_scale folds 2^h into the f32 products)
         cfg.setdefault("fold_scales", True)  # (unless the caller's config says otherwise)
     kernel = qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias, **cfg)
@@ -392,6 +391,8 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
     the plan for its shapes and options, and the weight's tensors as the kernel takes them."""
     import torch
 
+    from tilecraft.targets import current_target
+
     M, K = x.shape
     N = qweight.shape[0]
     has_zeros = qweight.zeros is not None
@@ -403,7 +404,7 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
     fold = M > 16 and fold_scales(qweight, xtype)
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
            0 if has_zeros else qweight.zero_point, has_zeros, has_bias, codes is not None, fold,
-           tuple(sorted(config.items())) if config else None, switches)
+           tuple(sorted(config.items())) if config else None, switches, current_target())
     kernel, reducer, split = _PLANS.get(key) or _plan(key, config)
     s = qweight.scales.to(x.dtype).contiguous()
     z = codes if codes is not None else qweight.zeros.to(x.dtype).contiguous() if has_zeros \
