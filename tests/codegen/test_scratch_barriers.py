@@ -108,3 +108,28 @@ def test_reductions_on_the_gpu(kw):
     reps = 2 if kw.get("loop") else 1
     want = np.stack([xn.max(1), reps * xn.sum(1), xn.sum(1) * bool(kw.get("twice"))], 1)
     np.testing.assert_allclose(y.cpu().numpy(), want, rtol=1e-5, atol=1e-4)
+
+
+def test_a_producer_role_that_stages_through_the_scratch_area_is_refused():
+    """The consumer role runs at the same time and uses the same two areas: a producer's
+    cross-warp reduction is TC603 (the warp-specialize pass makes producers that only copy)."""
+    import dataclasses
+
+    from tilecraft.block.compute import ReduceRegister
+    from tilecraft.block.roles import WarpRoles
+    from tilecraft.codegen.block_cuda.printer import print_cuda
+    from tilecraft.diagnostics import TilecraftError
+    from tilecraft.ir import SeqStmt
+    from tilecraft.options import CompileOptions
+    from tilecraft.passes.lower_tile_ops import lowered_program
+
+    program = lowered_program(lower(reductions().func, CompileOptions.for_arch("sm_90a")))
+    top = list(program.body.stmts)
+    first = next(i for i, s in enumerate(top) if isinstance(s, ReduceRegister))
+    roles = WarpRoles.create(top[first:], [], consumer_threads=256, producer_threads=256,
+                             producer_regs=64)
+    split = dataclasses.replace(program, body=SeqStmt.create(top[:first] + [roles]))
+    with pytest.raises(TilecraftError) as e:
+        print_cuda(split, "sm_90a")
+    assert e.value.code == "TC603" and "scratch area" in str(e.value)
+    print_cuda(dataclasses.replace(program), "sm_90a")  # (unsplit: printed)

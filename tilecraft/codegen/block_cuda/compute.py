@@ -112,6 +112,12 @@ class ComputePrinter(MmaPrinter):
         got = self.smem_plan.scratch_at(s) if s is not None and self.smem_plan else None
         if got is not None and got[1] >= nbytes:
             return str(got[0])
+        if self.role == "producer":  # (the consumer's threads use the same areas meanwhile)
+            from tilecraft.diagnostics import TilecraftError
+
+            raise TilecraftError("TC603", getattr(s, "span", None), instr="warp_roles",
+                                 detail="the producer role stages registers through the "
+                                 "scratch area, which the consumer role uses at the same time")
         if self.scratch_read["SCRATCH"] and not self.scratch_read["SCRATCH_B"]:
             self.scratch_b = max(self.scratch_b, nbytes)
             return "SCRATCH_B"  # (no barrier: the other area's reads are behind one)
