@@ -60,10 +60,26 @@ def _task(seed: int, spec: str, mode: str, source: str | None, shrink: bool, wor
     return res
 
 
+#: --stress: the compiler's size thresholds set so that its optional rewrites take every program
+#: they legally can (forward_copies: any size and register count; whole-tile weights copied
+#: asynchronously at any size), so their correctness is fuzzed, not only their usual cases
+STRESS_ENV = "TILECRAFT_FUZZ_STRESS"
+
+
+def stress() -> None:
+    from tilecraft.block import forward_copies
+    from tilecraft.passes.lowering import context
+
+    forward_copies.MIN_SHARED, forward_copies.MAX_REGISTERS = -1, 1 << 30
+    context.SHARED_WEIGHTS = 0
+
+
 def _worker(conn, workdir: str) -> None:
     import warnings
 
     warnings.simplefilter("ignore")
+    if os.environ.get(STRESS_ENV) == "1":
+        stress()
     while True:
         job = conn.recv()
         if job is None:
@@ -209,7 +225,11 @@ def main(argv=None) -> int:
     ap.add_argument("--replay", help="rerun a program file written by an earlier run")
     ap.add_argument("--quiet", action="store_true", help="no lines per failing program")
     ap.add_argument("--show-refused", action="store_true", help="list the refusal messages")
+    ap.add_argument("--stress", action="store_true",
+                    help="thresholds of optional rewrites off: they take every legal case")
     a = ap.parse_args(argv)
+    if a.stress:  # (the workers are spawned: they read it from the environment)
+        os.environ[STRESS_ENV] = "1"
     out = Path(a.out)
     workdir = tempfile.mkdtemp(prefix="tilecraft_fuzz_work_")
     if a.replay:

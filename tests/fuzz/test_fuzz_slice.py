@@ -121,3 +121,32 @@ def test_fuzz_slice(mode, tmp_path):
         signal.signal(signal.SIGALRM, old)
     assert not failures, "\n".join(failures)
     assert refused < len(SLICE) // 2  # most programs run (the slice is not all refusals)
+
+
+def test_fuzz_slice_with_the_optional_rewrites_everywhere(tmp_path, monkeypatch):
+    """The slice compiled with `--stress`'s thresholds (run.py `stress`): forward_copies and
+    asynchronous weight copies take every program they legally can; the VM still computes what
+    the interpreter does, and some programs are forwarded (the test is not vacuous)."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from tilecraft.block import forward_copies
+    from tilecraft.passes import block_passes
+    from tilecraft.passes.lowering import context
+
+    monkeypatch.setattr(forward_copies, "MIN_SHARED", -1)
+    monkeypatch.setattr(forward_copies, "MAX_REGISTERS", 1 << 30)
+    monkeypatch.setattr(context, "SHARED_WEIGHTS", 0)
+    real, forwarded = block_passes._forward_copies, []
+
+    def counting(program):
+        out = real(program)
+        forwarded.append(out is not program)
+        return out
+    monkeypatch.setattr(block_passes, "_forward_copies", counting)
+    failures = []
+    for seed in SLICE:
+        out = check(generate(seed), "compile", Path(tmp_path))
+        if out.status not in ("pass", "refused"):
+            worst = [e for e in out.events if e[0] == out.status][0]
+            failures.append(f"seed {seed}: {out.status} in {worst[1]}: {worst[3][:300]}")
+    assert not failures, "\n".join(failures)
+    assert sum(forwarded) >= 2, forwarded
