@@ -132,4 +132,4 @@ def test_a_producer_role_that_stages_through_the_scratch_area_is_refused():
     with pytest.raises(TilecraftError) as e:
         print_cuda(split, "sm_90a")
     assert e.value.code == "TC603" and "scratch area" in str(e.value)
-    print_cuda(dataclasses.replace(program), "sm_90a")  # (unsplit: printed)
+    print_cuda(program, "sm_90a")  # (unsplit: printed)

@@ -64,14 +64,17 @@ def _task(seed: int, spec: str, mode: str, source: str | None, shrink: bool, wor
 #: they legally can (forward_copies: any size and register count; whole-tile weights copied
 #: asynchronously at any size), so their correctness is fuzzed, not only their usual cases
 STRESS_ENV = "TILECRAFT_FUZZ_STRESS"
+STRESS = (("tilecraft.block.forward_copies", "MIN_SHARED", -1),
+          ("tilecraft.block.forward_copies", "MAX_REGISTERS", 1 << 30),
+          ("tilecraft.passes.lowering.context", "SHARED_WEIGHTS", 0))
 
 
-def stress() -> None:
-    from tilecraft.block import forward_copies
-    from tilecraft.passes.lowering import context
+def stress(setattr=setattr) -> None:
+    """Set STRESS's values (`setattr`: pytest's monkeypatch.setattr in a test)."""
+    import importlib
 
-    forward_copies.MIN_SHARED, forward_copies.MAX_REGISTERS = -1, 1 << 30
-    context.SHARED_WEIGHTS = 0
+    for module, name, value in STRESS:
+        setattr(importlib.import_module(module), name, value)
 
 
 def _worker(conn, workdir: str) -> None:

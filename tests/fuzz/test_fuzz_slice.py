@@ -128,13 +128,11 @@ def test_fuzz_slice_with_the_optional_rewrites_everywhere(tmp_path, monkeypatch)
     asynchronous weight copies take every program they legally can; the VM still computes what
     the interpreter does, and some programs are forwarded (the test is not vacuous)."""
     pytest.importorskip("cuda.bindings.nvrtc")
-    from tilecraft.block import forward_copies
     from tilecraft.passes import block_passes
-    from tilecraft.passes.lowering import context
 
-    monkeypatch.setattr(forward_copies, "MIN_SHARED", -1)
-    monkeypatch.setattr(forward_copies, "MAX_REGISTERS", 1 << 30)
-    monkeypatch.setattr(context, "SHARED_WEIGHTS", 0)
+    from .run import stress
+
+    stress(monkeypatch.setattr)
     real, forwarded = block_passes._forward_copies, []
 
     def counting(program):
