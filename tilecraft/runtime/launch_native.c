@@ -31,9 +31,14 @@ enum { K_I8, K_I16, K_I32, K_I64, K_U8, K_U16, K_U32, K_U64, K_F32, K_F64 };
 #define MAX_PARAMS 256
 #define MAX_BLOCK_BYTES 4096 /* CUDA's parameter space (4 KB before 12.1) */
 
+/* what a call reads of a tensor: the getters dtype, shape and device, then the methods stride()
+ * (or is_contiguous()) and data_ptr(); each through the primed type's own descriptor */
+enum { R_DTYPE, R_SHAPE, R_DEVICE, R_LAYOUT, R_DATA_PTR, N_READS };
+
 typedef struct {
     Py_ssize_t arg, slot;
     PyObject *type, *dtype, *shape, *strides, *device; /* strides NULL: must be contiguous */
+    PyObject *read[N_READS]; /* the type's descriptors: getters, then methods from R_LAYOUT on */
     unsigned long long align;
 } TensorSpec;
 
@@ -59,12 +64,42 @@ typedef struct {
 
 static PyObject *s_dtype, *s_shape, *s_stride, *s_is_contiguous, *s_device, *s_data_ptr;
 
+/* a tensor spec's descriptors, looked up on its exact type once (a call checks the type first,
+ * so they are the ones attribute access would find: the getters are data descriptors, and a
+ * method assigned on an instance is not what the kernel should trust); 0 with an error set */
+static int find_reads(TensorSpec *t) {
+    if (!PyType_Check(t->type)) {
+        PyErr_SetString(PyExc_TypeError, "a tensor spec's type is not a type");
+        return 0;
+    }
+    PyObject *names[N_READS] = {s_dtype, s_shape, s_device,
+                                t->strides ? s_stride : s_is_contiguous, s_data_ptr};
+    for (int i = 0; i < N_READS; i++) {
+        PyObject *d = _PyType_Lookup((PyTypeObject *)t->type, names[i]); /* borrowed */
+        int usable = d && (i < R_LAYOUT ? Py_TYPE(d)->tp_descr_get != NULL : PyCallable_Check(d));
+        if (!usable) {
+            PyErr_Format(PyExc_TypeError, "%R has no usable %U", t->type, names[i]);
+            return 0;
+        }
+        t->read[i] = Py_NewRef(d);
+    }
+    return 1;
+}
+
+/* tensor x's value of read i (a new reference, or NULL with an error set) */
+static inline PyObject *read_of(TensorSpec *t, int i, PyObject *x) {
+    PyObject *d = t->read[i];
+    if (i < R_LAYOUT) return Py_TYPE(d)->tp_descr_get(d, x, t->type);
+    return PyObject_Vectorcall(d, &x, 1, NULL);
+}
+
 static void spec_free(Spec *sp) {
     if (!sp) return;
     for (Py_ssize_t k = 0; sp->t && k < sp->nt; k++) {
         TensorSpec *t = &sp->t[k];
         Py_XDECREF(t->type); Py_XDECREF(t->dtype); Py_XDECREF(t->shape);
         Py_XDECREF(t->strides); Py_XDECREF(t->device);
+        for (int i = 0; i < N_READS; i++) Py_XDECREF(t->read[i]);
     }
     for (Py_ssize_t k = 0; sp->o && k < sp->no; k++) {
         for (Py_ssize_t i = 0; sp->o[k].argv && i < sp->o[k].nsizes + 2; i++)
@@ -146,6 +181,7 @@ static Spec *parse_spec(PyObject *tup) {
         t->strides = strides == Py_None ? NULL : strides;
         Py_INCREF(t->type); Py_INCREF(t->dtype); Py_INCREF(t->shape);
         Py_XINCREF(t->strides); Py_INCREF(t->device);
+        if (!find_reads(t)) goto fail;
     }
     for (Py_ssize_t k = 0; k < sp->ns; k++) {
         ScalarSpec *s = &sp->s[k];
@@ -315,8 +351,8 @@ static int scalar(PyObject *x, int kind, Scalar *out) {
 
 static const size_t SCALAR_BYTES[] = {1, 2, 4, 8, 1, 2, 4, 8, 4, 8};
 
-static int pointer_of(PyObject *x, unsigned long long *out) {
-    PyObject *v = PyObject_CallMethodNoArgs(x, s_data_ptr);
+/* v (a reference this takes) as a data pointer; 0: not one (the error cleared) */
+static int as_pointer(PyObject *v, unsigned long long *out) {
     if (!v) {
         PyErr_Clear();
         return 0;
@@ -348,13 +384,11 @@ static PyObject *launcher_attempt(Launcher *self, PyObject *const *argv, Py_ssiz
         TensorSpec *t = &sp->t[k];
         PyObject *x = PyTuple_GET_ITEM(args, t->arg);
         if ((PyObject *)Py_TYPE(x) != t->type) goto miss;
-        if (!same(PyObject_GetAttr(x, s_dtype), t->dtype)) goto miss;
-        if (!same(PyObject_GetAttr(x, s_shape), t->shape)) goto miss;
-        if (t->strides) {
-            if (!same(PyObject_CallMethodNoArgs(x, s_stride), t->strides)) goto miss;
-        } else if (!same(PyObject_CallMethodNoArgs(x, s_is_contiguous), Py_True)) goto miss;
-        if (!same(PyObject_GetAttr(x, s_device), t->device)) goto miss;
-        if (!pointer_of(x, &ptr[k])) goto miss;
+        if (!same(read_of(t, R_DTYPE, x), t->dtype)) goto miss;
+        if (!same(read_of(t, R_SHAPE, x), t->shape)) goto miss;
+        if (!same(read_of(t, R_LAYOUT, x), t->strides ? t->strides : Py_True)) goto miss;
+        if (!same(read_of(t, R_DEVICE, x), t->device)) goto miss;
+        if (!as_pointer(read_of(t, R_DATA_PTR, x), &ptr[k])) goto miss;
         if (t->align && ptr[k] % t->align) goto miss;
     }
     for (Py_ssize_t k = 0; k < sp->np; k++) {
@@ -382,7 +416,7 @@ static PyObject *launcher_attempt(Launcher *self, PyObject *const *argv, Py_ssiz
         OutputSpec *o = &sp->o[made];
         outs[made] = PyObject_Vectorcall(sp->empty, o->argv, (size_t)o->nsizes, sp->kwnames);
         if (!outs[made]) goto error;
-        if (!pointer_of(outs[made], &ptr[sp->nt + made])) {
+        if (!as_pointer(PyObject_CallMethodNoArgs(outs[made], s_data_ptr), &ptr[sp->nt + made])) {
             made++;
             PyErr_SetString(PyExc_RuntimeError, "an output without a data pointer");
             goto error;
