@@ -14,6 +14,7 @@ from .compute import (
                       UNARY_OPS,
                       BinaryOp,
                       Cast,
+                      CastBytes7,
                       CastPlanes,
                       Dot,
                       Fill,
@@ -55,8 +56,9 @@ from .vm import run
 
 __all__ = [
     "BINARY_OPS", "REDUCE_KINDS", "UNARY_OPS", "AllocateGlobal", "AllocateRegister",
-    "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "Fma", "BlockTensor", "Cast", "CastPlanes",
-    "CopyAsync", "CopyAsyncBulk", "CopyAsyncCommitGroup", "CopyAsyncWaitGroup", "CumSumRegister",
+    "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "Fma", "BlockTensor", "Cast",
+    "CastBytes7", "CastPlanes", "CopyAsync", "CopyAsyncBulk", "CopyAsyncCommitGroup",
+    "CopyAsyncWaitGroup", "CumSumRegister",
     "Dot", "DotShared", "DotWaitGroup", "Exit", "Fill", "GlobalTensor", "Instruction",
     "LoadGlobal", "LoadShared", "MbarrierArrive", "MbarrierExpect", "MbarrierInit", "MbarrierWait",
     "ParallelCompute", "Print", "ReduceRegister", "RegisterTensor", "SharedSlice", "SharedTensor",

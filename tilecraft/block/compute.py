@@ -11,6 +11,7 @@ is a separate `Cast`) and, for register operands, the operands' layout.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from tilecraft import dtypes as dt
@@ -220,6 +221,43 @@ class CastPlanes(Instruction):
         scale = f", scale={self.scale}" if self.scale else ""
         return (f"cast_planes({self.hi.name}, {self.lo.name}, {self.dtype}{scale}, "
                 f"out={self.out.name})")
+
+
+@dataclass(frozen=True)
+class CastBytes7(Instruction):
+    """`out = cast_bytes7(parts, offset)`: unsigned 7-bit codes stored 32 in 28 bytes
+    (dtypes/packing.py `pack_bytes7`: 28 codes in the bytes' low 7 bits, 4 spread over their
+    top bits) minus the whole number `offset`, converted to out's type as a GPU store does.
+    `parts` are uint8 register tensors; each thread's elements of out form groups of 32, and
+    group g's 28 bytes are, in order, group g of each part's bytes (a part's local bytes split
+    into as many equal groups). quant/qmm.py stores 7-bit integer weights so, loaded in three
+    parts of 16, 8 and 4 bytes a thread and tile, cast by one `tc::fast_cast_bytes7`."""
+
+    parts: tuple[RegisterTensor, ...]
+    out: RegisterTensor
+    offset: int = 0
+    span: Span | None = field(default=None, compare=False)
+    NAME: ClassVar[str] = "cast_bytes7"
+
+    @classmethod
+    def create(cls, parts: Sequence[RegisterTensor], out: RegisterTensor, offset: int = 0,
+               span: Span | None = None) -> CastBytes7:
+        span = user_span(span)
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TilecraftError("TC603", span, instr="cast_bytes7",
+                                 detail=f"offset={offset!r}: a whole number, an int")
+        return cls(tuple(parts), out, offset, span)
+
+    def reads(self):
+        return self.parts
+
+    def writes(self):
+        return (self.out,)
+
+    def script(self) -> str:
+        offset = f", offset={self.offset}" if self.offset else ""
+        names = ", ".join(x.name for x in self.parts)
+        return f"cast_bytes7([{names}]{offset}, out={self.out.name})"
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,46 @@ def unpack(data: Any, dtype: Any, count: int | None = None) -> np.ndarray:
     bits = np.unpackbits(raw, count=count * dt.bits, bitorder="little").reshape(count, dt.bits)
     weights = (1 << np.arange(dt.bits)).astype(np.uint8)
     return (bits * weights).sum(axis=1, dtype=np.uint8)
+
+
+# ---- 7-bit codes in bytes ------------------------------------------------------------------------
+# Another storage of 7-bit codes, 32 codes in 28 bytes (the 7-bit quantized weights': quant/qmm.py):
+# code e < 28 is the low 7 bits of byte e, and code 28 + k (k < 4) has bit i in the top bit of
+# byte 4 i + k. A GPU casts it with byte permutes (block `cast_bytes7`, fast_cast.cuh).
+BYTES7_GROUP = (32, 28)  # (codes, bytes) of one group
+
+
+def pack_bytes7(codes: Any) -> Any:
+    """Unsigned 7-bit codes [..., 32 g] -> their bytes [..., 28 g], group by group (numpy or
+    torch, on the codes' device)."""
+    u = codes.reshape(*codes.shape[:-1], -1, 32)
+    low, spread = u[..., :28], u[..., 28:]  # (spread: [..., g, 4])
+    top = [(spread >> i) & 1 for i in range(7)]  # bit i of the 4 spread codes: bytes 4i..4i+3
+    tops = _stack(top, axis=-2).reshape(low.shape)
+    out = (low & 0x7F) | (tops << 7)
+    return out.reshape(*codes.shape[:-1], -1)
+
+
+def unpack_bytes7(data: Any) -> Any:
+    """The inverse of `pack_bytes7`: bytes [..., 28 g] -> codes [..., 32 g] (the bytes' type)."""
+    b = data.reshape(*data.shape[:-1], -1, 7, 4)
+    tops = (b >> 7) & 1
+    spread = sum(tops[..., i, :] << i for i in range(7))
+    low = (b & 0x7F).reshape(*b.shape[:-2], 28)
+    return _cat([low, spread], axis=-1).reshape(*data.shape[:-1], -1)
+
+
+def _stack(parts: list, axis: int) -> Any:
+    if isinstance(parts[0], np.ndarray):
+        return np.stack(parts, axis=axis)
+    import torch
+
+    return torch.stack(parts, dim=axis)
+
+
+def _cat(parts: list, axis: int) -> Any:
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts, axis=axis)
+    import torch
+
+    return torch.cat(parts, dim=axis)

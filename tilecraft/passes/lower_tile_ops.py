@@ -168,9 +168,7 @@ def _block_instruction(cx: LowerContext, s: Instruction) -> Stmt:
     fragment (allocated with `layout=`, a strict constraint of layout inference) is the
     register tensor of that layout. A register tensor the instruction defines is the tensor
     later tile ops on its fragment use (inference gave the fragment its layout)."""
-    changes = {}
-    for f in dataclasses.fields(s):
-        t = getattr(s, f.name)
+    def adopt(t):
         if isinstance(t, RegisterTensor) and t.buffer not in cx.tensors:
             cx.tensors[t.buffer] = t
         elif isinstance(t, (SharedTensor, RegisterTensor)) and t.buffer in cx.tensors:
@@ -180,5 +178,16 @@ def _block_instruction(cx: LowerContext, s: Instruction) -> Stmt:
                                      f"has layout {mine.layout!r} (inferred) but the block "
                                      f"instruction `{s.NAME}` uses it as {t.layout!r}",
                                      hint="give the fragment `layout=` in T.alloc_fragment")
-            changes[f.name] = mine
+            return mine
+        return t
+
+    changes = {}
+    for f in dataclasses.fields(s):
+        value = getattr(s, f.name)  # (a tensor, or a tuple of them: cast_bytes7's parts)
+        if isinstance(value, tuple):
+            new = tuple(adopt(t) for t in value)
+            if any(a is not b for a, b in zip(new, value)):
+                changes[f.name] = new
+        elif (new := adopt(value)) is not value:
+            changes[f.name] = new
     return dataclasses.replace(s, **changes) if changes else s

@@ -13,10 +13,12 @@ in the order of `pack_layout(dtype)` over one warp (4 * bits bytes per thread): 
 `local(1, 4) * (mma A atom)`, for 1-, 2- and 4-bit integers and float4_e2m1 with each 32-bit word
 interleaved
 (tilecraft.layout.interleave_words: element j at code position (j % 2) * 16/b + j // 2), which
-the kernel's cast turns into the mma's order with no byte permutes. 3-, 5-, 6- and 7-bit
-integers are stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, uint4 + uint2,
-uint4 + uint2 + uint1, each tile's planes side by side (128 * bits bytes in all); 6-bit floats
-likewise as uint2 (sign, top magnitude bit) + uint4 (low bits) of their codes.
+the kernel's cast turns into the mma's order with no byte permutes. 3-, 5- and 6-bit integers
+are stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, uint4 + uint2, each
+tile's planes side by side (128 * bits bytes in all); 6-bit floats likewise as uint2 (sign, top
+magnitude bit) + uint4 (low bits) of their codes. 7-bit integers are stored as codes in bytes:
+each thread's 32 codes of a tile in 28 bytes (dtypes/packing.py `pack_bytes7`), in three parts
+where uint4, uint2 and uint1 planes would lie (`BYTES7_PARTS`), cast by byte permutes.
 
 `quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
 arguments first): it picks tile sizes (`choose_config`; fewer stages where shared memory keeps
@@ -56,9 +58,10 @@ def pack_layout(dtype: Any) -> Fragment:
 
 
 def plane_bits(dtype: Any) -> tuple[int, ...] | None:
-    """The bit planes a 3-, 5-, 6- or 7-bit integer type or a 6-bit float is stored in (most
-    significant first), or None (one plane: the type's own codes). (7 bits as planes: session
-    18, once the three planes cast in place, benchmarks/NOTES.md; before that the dense 7-bit
+    """The bit planes a 3-, 5- or 6-bit integer type or a 6-bit float is stored in (most
+    significant first), or None (one plane: the type's own codes, or 7-bit integers' bytes:
+    `in_bytes7`). (7 bits were planes 4 + 2 + 1 from session 18, once the three planes cast in
+    place, benchmarks/NOTES.md, to session 24; before that the dense 7-bit
     field was faster. 6-bit floats: the sign and top magnitude bit, then the low 4 bits, which
     `tc::fast_cast_float_planes` places with a window and a mask each, session 19.)"""
     t = resolve(dtype)
@@ -66,23 +69,47 @@ def plane_bits(dtype: Any) -> tuple[int, ...] | None:
         return (2, 4) if t.bits == 6 and t.f16_headroom else None
     if not t.is_integer:
         return None
-    return {3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (4, 2, 1)}.get(t.bits)
+    return {3: (2, 1), 5: (4, 1), 6: (4, 2)}.get(t.bits)
+
+
+def in_bytes7(dtype: Any) -> bool:
+    """Whether `dtype` is stored as 7-bit codes in bytes (`BYTES7_PARTS`): the 7-bit integers
+    (session 24; before, as three bit planes, 4 + 2 + 1, whose casts cost about 3 instructions a
+    code against 1.7)."""
+    t = resolve(dtype)
+    return t.is_integer and t.bits == 7
+
+
+#: how a thread's 28 bytes of a packed tile of 7-bit codes lie in it: (bytes, the uint{p} byte
+#: layout they share with a p-bit plane, their offset in the tile): three loads of 16, 8 and 4
+#: bytes, as the planes of 4 + 2 + 1 bits were
+BYTES7_PARTS = ((16, 4, 0), (8, 2, 512), (4, 1, 768))
+
+
+def _bytes7_columns() -> list:
+    """Per part of BYTES7_PARTS: the tile's byte (column) of thread t's local byte i, [32, n]."""
+    from tilecraft.quant.qmm_kernel import byte_layout
+
+    return [byte_layout(1, 1, p).index_table()[..., 1] + at for _, p, at in BYTES7_PARTS]
 
 
 def pack_codes(codes: Any, dtype: Any) -> Any:
     """The packed format of the (N, K) codes of `dtype` (uint8 [N/16, K/64, 128 * bits], module
-    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3-, 5-, 6- or 7-bit integer its
+    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3-, 5- or 6-bit integer its
     bit planes (`plane_bits`) of the offset-binary code (code ^ 2^(bits-1) for signed types),
     each packed as uint2 / uint1 / uint4, side by side in every tile: the kernel casts each
-    plane with the fast tricks and adds them (times their weights 2^shift)."""
+    plane with the fast tricks and adds them (times their weights 2^shift); for a 7-bit integer
+    its offset-binary codes in bytes (`_pack_bytes7`)."""
     import torch
 
     from tilecraft.quant.weights import pack_weight
 
+    t = resolve(dtype)
+    if in_bytes7(t):
+        return _pack_bytes7(codes, t)
     planes = plane_bits(dtype)
     if planes is None:
         return pack_weight(codes, dtype, layout=pack_layout(dtype))
-    t = resolve(dtype)
     u = codes.to(torch.int32) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)
     parts, shift = [], t.bits
     for p in planes:
@@ -98,10 +125,12 @@ def unpack_codes(packed: Any, dtype: Any) -> Any:
 
     from tilecraft.quant.weights import unpack_weight
 
+    t = resolve(dtype)
+    if in_bytes7(t):
+        return _unpack_bytes7(packed, t)
     planes = plane_bits(dtype)
     if planes is None:
         return unpack_weight(packed, dtype, layout=pack_layout(dtype))
-    t = resolve(dtype)
     u, shift, at = None, t.bits, 0
     for p in planes:
         shift -= p
@@ -110,6 +139,45 @@ def unpack_codes(packed: Any, dtype: Any) -> Any:
         u = plane << shift if u is None else u | (plane << shift)
         at += 128 * p
     return (u ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)).to(torch.uint8)
+
+
+def _pack_bytes7(codes: Any, t: Any) -> Any:
+    """7-bit integer codes (N, K) -> the packed tiles: each thread's 32 offset-binary codes of a
+    tile, in `mma_layout()`'s order, as 28 bytes (dtypes/packing.py `pack_bytes7`), placed where
+    the kernel's three loads read them (BYTES7_PARTS)."""
+    import torch
+
+    from tilecraft.dtypes.packing import pack_bytes7
+
+    N, K = (int(x) for x in codes.shape)
+    table = torch.as_tensor(mma_layout().index_table(), device=codes.device)
+    u = codes.to(torch.uint8) ^ (64 if t.kind == "int" else 0)
+    tiles = u.reshape(N // 16, 16, K // 64, 64).permute(0, 2, 1, 3)
+    per_thread = tiles[:, :, table[..., 0], table[..., 1]]  # [N/16, K/64, 32, 32]
+    b = pack_bytes7(per_thread)  # [.., 32, 28]
+    out = torch.empty(N // 16, K // 64, 896, dtype=torch.uint8, device=codes.device)
+    at = 0
+    for (n, _, _), cols in zip(BYTES7_PARTS, _bytes7_columns()):
+        out[:, :, torch.as_tensor(cols, device=codes.device)] = b[..., at:at + n]
+        at += n
+    return out
+
+
+def _unpack_bytes7(packed: Any, t: Any) -> Any:
+    """The inverse of `_pack_bytes7`: the (N, K) codes (uint8)."""
+    import torch
+
+    from tilecraft.dtypes.packing import unpack_bytes7
+
+    nt, kt = int(packed.shape[0]), int(packed.shape[1])
+    parts = [packed[:, :, torch.as_tensor(cols, device=packed.device)]
+             for cols in _bytes7_columns()]
+    per_thread = unpack_bytes7(torch.cat(parts, dim=-1))  # [N/16, K/64, 32, 32]
+    table = torch.as_tensor(mma_layout().index_table(), device=packed.device)
+    tiles = torch.empty(nt, kt, 16, 64, dtype=torch.uint8, device=packed.device)
+    tiles[:, :, table[..., 0], table[..., 1]] = per_thread
+    codes = tiles.permute(0, 2, 1, 3).reshape(nt * 16, kt * 64)
+    return codes ^ (64 if t.kind == "int" else 0)
 
 
 def packed_shape(n: int, k: int, bits: int) -> tuple[int, int, int]:
@@ -123,9 +191,11 @@ SMS = 132  # the H100's multiprocessors, which the tables below were first measu
 def _decode_traits(bits: int, wtype: Any, N: int) -> tuple[int, int, bool, bool]:
     """(blocks factor, stages, two tiles a warp allowed, unroll every stage) of the decode
     kernel for a weight type and N, measured on the H200 (benchmarks/NOTES.md, session 17).
-    The types with the longest casts (bit planes, 7-bit, float6) run faster with 4 to 8 times
-    the blocks (more warps hide the cast's latency; the factor splits K in at most 8
-    slices); 7-bit takes two stages. float8 takes one tile a warp and three stages, unrolled,
+    The types with the longest casts (3- and 5-bit planes) run faster with 4 to 8 times the
+    blocks (more warps hide the cast's latency; the factor splits K in at most 8 slices).
+    7-bit integers, cast from bytes since session 24, take 3 stages and no split (28672 x 8192,
+    M = 1 / 16: 57.9 / 65.6 us, against 66.4 / 74.4 with the planes' split 8 on 2 stages and
+    58.6 / 66.6 on 4 stages). float8 takes one tile a warp and three stages, unrolled,
     unless two tiles still make two blocks per SM (57344 x 8192: 3 stages there were 22%
     slower); so do 8-bit integers where two tiles make one to two blocks per SM (28672 x 8192,
     M = 1: 4.5-5% faster, session 18; other N unmeasured). 6-bit floats, cast from their two
@@ -137,8 +207,8 @@ def _decode_traits(bits: int, wtype: Any, N: int) -> tuple[int, int, bool, bool]
     if bits == 8 and (not integer or SMS <= N // 128 < 2 * SMS):  # (float8; uint8/int8)
         return 1, 4 if wide else 3, wide, not wide
     if integer:
-        factor = {3: 8, 5: 4, 7: 8}.get(bits, 1)
-        return factor, 2 if bits == 7 else 4, True, True
+        factor = {3: 8, 5: 4}.get(bits, 1)
+        return factor, 3 if bits == 7 else 4, True, True
     if bits == 4 or plane_bits(t):  # float4 (interleaved words), 6-bit floats (two planes):
         return 1, 4, True, True      # short casts, the scale folded in
     return 4, 4, True, False  # the other floats (long: unrolled by two)
@@ -192,7 +262,7 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     acc_scale = group % BK == 0 and (KS % group == 0 or group == K)
     # the slices added by the tile's last block (one launch) where N's tiles do not fill the
     # SMs, so K is split to fill them (8192 x 8192, M = 1: uint4 19.0 -> 17.0 us, 1024 x 8192
-    # 10.0 -> 8.2); with N's tiles filling them (28672 x 8192, the 3-, 5-, 7-bit types' 4-8
+    # 10.0 -> 8.2); with N's tiles filling them (28672 x 8192, the 3- and 5-bit types' 4-8
     # slices) the blocks' ordered counts cost more than the second kernel (session 19)
     last = split > 1 and N // 128 < SMS
     return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split,

@@ -44,8 +44,8 @@ SCHEMES = ("symmetric", "asymmetric")
 SCALE_DTYPES = ("float16", "bfloat16")
 
 #: the state_dict format: its number changes with the packed layout of any type (2: 6-bit
-#: floats as bit planes, session 19; 7-bit integers as three planes, session 18)
-FORMAT = "tilecraft.QuantizedWeight/2"
+#: floats as bit planes, session 19; 3: 7-bit integers as codes in bytes, session 24)
+FORMAT = "tilecraft.QuantizedWeight/3"
 
 
 # ---- errors at the user's line ----------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""7-bit codes in bytes (`T.cast_bytes7`, block instruction `cast_bytes7`): the quantized matmul
+stores 7-bit integer weights 32 codes in 28 bytes (28 in the bytes' low 7 bits, 4 spread over
+their top bits: dtypes/packing.py), loaded in three parts, and casts them by one
+`tc::fast_cast_bytes7` (its bits for every code: test_fast_casts_host.py). The VM states the
+meaning (decode, minus the offset, convert); the GPU gives the VM's bits; the qmm kernels print
+the call with the zero point in its offset; other forms are refused at their line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tilecraft
+import tilecraft.language as T
+from tilecraft import dtypes as dt
+from tilecraft.codegen.cuda.build import generate_cuda
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.dtypes.packing import pack_bytes7, unpack_bytes7
+from tilecraft.interp.values import store_cast
+from tilecraft.quant.qmm import choose_config, mma_layout, pack_codes, unpack_codes
+from tilecraft.quant.qmm_kernel import byte_layout, qmm_kernel
+
+
+@tilecraft.jit(out_idx=[-1])
+def bytes7_tile(out_dtype, offset=0, parts=(4, 2, 1)):
+    """One packed (16, 64) tile of 7-bit codes cast by one warp; `parts`: the byte layouts
+    (uint{p}'s) of the loads, 4 p bytes a thread each, from 0, 512, 768 of the tile."""
+
+    @T.prim_func
+    def k(W: T.Tensor((1, 896), "uint8"), Y: T.Tensor((16, 64), out_dtype)):
+        with T.Kernel(1, threads=32):
+            loaded = []
+            at = 0
+            for p in parts:
+                loaded.append(T.load_global(W, layout=byte_layout(1, 1, p), offset=[0, at]))
+                at += 128 * p
+            y = T.cast_bytes7(loaded, out_dtype, layout=mma_layout(), offset=offset)
+            T.store_global(y, Y, offset=[0, 0])
+
+    return k
+
+
+def _tile(seed: int, dtype: str = "uint7"):
+    codes = torch.from_numpy(np.random.default_rng(seed).integers(0, 128, (16, 64)))
+    codes = codes.to(torch.uint8)
+    codes[0, :] = torch.arange(64, dtype=torch.uint8)  # every code once over two rows
+    codes[8, :] = torch.arange(64, 128, dtype=torch.uint8)
+    return codes, pack_codes(codes, dtype).reshape(1, -1).contiguous()
+
+
+CASES = [("float16", 0), ("float16", 64), ("float16", 127), ("bfloat16", 0), ("bfloat16", 100)]
+
+
+def test_bytes_round_trip_and_their_rule():
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 128, (3, 64)).astype(np.uint8)
+    b = pack_bytes7(codes)
+    assert b.shape == (3, 56)
+    np.testing.assert_array_equal(unpack_bytes7(b), codes)
+    g, bytes_ = codes[1, 32:], b[1, 28:]  # the second group of a row
+    for e in range(28):
+        assert bytes_[e] & 0x7F == g[e] and bytes_[e] >> 7 == (g[28 + e % 4] >> (e // 4)) & 1
+    for dtype in ("uint7", "int7"):
+        c = torch.from_numpy(rng.integers(0, 128, (32, 128)).astype(np.uint8))
+        assert torch.equal(unpack_codes(pack_codes(c, dtype), dtype), c)
+
+
+@pytest.mark.parametrize("out, offset", CASES)
+def test_the_vm_decodes_the_bytes(out, offset):
+    codes, packed = _tile(1)
+    y = bytes7_tile(out, offset)(packed)
+    t = dt.resolve(out)
+    want = store_cast(t, codes.numpy().astype(np.float64) - offset)
+    assert y.dtype == t.torch_dtype
+    np.testing.assert_array_equal(y.view(torch.int16).numpy(), np.asarray(want).view(np.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out, offset", CASES)
+def test_the_gpu_gives_the_vms_bits(out, offset):
+    codes, packed = _tile(2)
+    kernel = bytes7_tile(out, offset)
+    want = kernel(packed)
+    got = kernel(packed.cuda())
+    assert "tc::fast_cast_bytes7" in kernel.get_kernel_source()
+    assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))
+
+
+def test_parts_that_do_not_make_28_bytes_a_group_are_refused_at_their_line():
+    kernel = bytes7_tile("float16", 0, parts=(4, 2))
+    with pytest.raises(TilecraftError) as info:
+        kernel(torch.zeros(1, 896, dtype=torch.uint8))
+    err = info.value
+    assert err.code == "TC603" and "24 bytes, not 28" in err.message
+    assert "T.cast_bytes7" in err.span.source_line()
+
+
+def test_an_offset_the_fast_routine_cannot_take_is_refused_on_the_gpu_only():
+    kernel = bytes7_tile("float16", 200)
+    codes, packed = _tile(3)
+    want = store_cast(dt.resolve("float16"), codes.numpy().astype(np.float64) - 200)
+    np.testing.assert_array_equal(kernel(packed).view(torch.int16).numpy(),
+                                  np.asarray(want).view(np.int16))  # (the VM takes any offset)
+    with pytest.raises(TilecraftError) as info:
+        generate_cuda(kernel.func, "sm_90a")
+    assert info.value.code == "TC502" and "minus 0..127" in info.value.message
+
+
+@pytest.mark.parametrize("M, wtype, zero, xtype, want", [
+    (4096, "uint7", 64, "float16", "tc::fast_cast_bytes7<false, 32, 64, 16, 8, 4>"),
+    (4096, "int7", 0, "bfloat16", "tc::fast_cast_bytes7<true, 32, 64, 16, 8, 4>"),
+    (1, "uint7", 0, "float16", "tc::fast_cast_bytes7<false, 32, 0, 16, 8, 4>"),
+    (16, "int7", 0, "float16", "tc::fast_cast_bytes7<false, 32, 64, 16, 8, 4>")])
+def test_the_quantized_matmul_casts_7_bit_weights_from_bytes(M, wtype, zero, xtype, want):
+    N, K = 256, 1024
+    cfg = choose_config(M, N, K, 7, 128, wtype)
+    kernel = qmm_kernel(M, N, K, wtype, xtype, 128, zero, zero == 0 and wtype == "uint7",
+                        False, **cfg)
+    src = generate_cuda(kernel.func, "sm_90a").source
+    assert want in src and "tc::fast_cast_planes" not in src
+
+
+@pytest.mark.parametrize("dtype, scheme, M, device", [
+    ("uint7", "asymmetric", 1, "cpu"), ("int7", "symmetric", 16, "cpu"),
+    pytest.param("uint7", "symmetric", 3, "cuda", marks=pytest.mark.gpu),
+    pytest.param("int7", "asymmetric", 16, "cuda", marks=pytest.mark.gpu)])
+def test_two_tiles_a_warp_cast_two_groups_a_thread(dtype, scheme, M, device):
+    """(decode tiles of 128 channels: each thread's two tiles are two groups of the cast)"""
+    import tilecraft.quant as quant
+    from tilecraft.quant import qmm
+
+    gen = torch.Generator().manual_seed(5)
+    qw = quant.quantize(torch.randn(256, 512, generator=gen).to(device), dtype, scheme=scheme)
+    x = torch.randn(M, 512, generator=gen).half().to(device)
+    cfg = dict(choose_config(M, 256, 512, 7, 128, dtype), rows=2, split=1, last_block=False)
+    y = qmm.quant_matmul(x, qw, config=cfg)
+    ref = x.double() @ qw.dequantize().double().T.to(device)
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2
