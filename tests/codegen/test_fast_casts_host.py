@@ -395,25 +395,27 @@ def test_six_bit_floats_from_their_two_planes_are_cast_exactly(tmp_path):
         assert bad.size == 0, (s.name, dst, n, scale, [(int(c), int(i)) for c, i in bad[:4]])
 
 
-def test_seven_bit_codes_in_bytes_are_cast_exactly(tmp_path):
-    """`fast_cast_bytes7<BF16, N, T, P0, P1, P2>`: 7-bit codes stored 32 in 28 bytes
-    (dtypes/packing.py `pack_bytes7`: 28 in the bytes' low bits, 4 spread over their top bits),
-    the bytes of each group split over three parts as the quantized matmul loads them, every code
-    at every position, minus T from 0 to 127, to f16 and bf16: bit for bit the interpreter's
-    decode and subtraction of whole numbers (block/vm_ops.py `_cast_bytes7`)."""
-    from tilecraft.dtypes.packing import pack_bytes7
+def test_six_and_seven_bit_codes_in_bytes_are_cast_exactly(tmp_path):
+    """`fast_cast_bytes<B, BF16, N, T, P0, P1, P2>`: 6- and 7-bit codes stored 32 in 4 B bytes
+    (dtypes/packing.py `pack_bytes`: 4 B in the bytes' low bits, the rest spread over their top
+    bits), the bytes of each group split over up to three parts (as the quantized matmul loads
+    them, and otherwise), every code at every position, minus T from 0 to 127, to f16 and bf16:
+    bit for bit the interpreter's decode and subtraction of whole numbers (block/vm_ops.py
+    `_cast_bytes`)."""
+    from tilecraft.dtypes.packing import pack_bytes
 
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler")
-    cases = [(n, dst, t, parts) for n in (32, 64) for dst in ("float16", "bfloat16")
-             for t in (0, 5, 64, 127) for parts in ((16, 8, 4), (28, 0, 0), (4, 12, 12))]
+    split = {7: ((16, 8, 4), (28, 0, 0), (4, 12, 12)), 6: ((16, 8, 0), (24, 0, 0), (8, 4, 12))}
+    cases = [(b, n, dst, t, parts) for b in (6, 7) for n in (32, 64)
+             for dst in ("float16", "bfloat16") for t in (0, 5, 64, 127) for parts in split[b]]
     calls, wants = [], []
-    for k, (n, dst, t, parts) in enumerate(cases):
+    for k, (b, n, dst, t, parts) in enumerate(cases):
         rows, want = [[], [], []], []
-        for c in range(128):
-            codes = (c + 5 * np.arange(n)) % 128  # every code at every position over c
-            groups = pack_bytes7(codes.astype(np.uint8)).reshape(n // 32, 28)
+        for c in range(1 << b):
+            codes = (c + 5 * np.arange(n)) % (1 << b)  # every code at every position over c
+            groups = pack_bytes(codes.astype(np.uint8), b).reshape(n // 32, 4 * b)
             at = 0
             for p, size in enumerate(parts):
                 rows[p].append(groups[:, at:at + size].ravel().tolist() or [0])
@@ -422,14 +424,14 @@ def test_seven_bit_codes_in_bytes_are_cast_exactly(tmp_path):
                         .view(np.uint16).astype(np.int64))
         wants.append(want)
         table = lambda rs: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rs)  # noqa
-        func = (f"tc::fast_cast_bytes7<{'true' if dst == 'bfloat16' else 'false'}, {n}, {t}, "
-                f"{parts[0]}, {parts[1]}, {parts[2]}>")
+        func = (f"tc::fast_cast_bytes<{b}, {'true' if dst == 'bfloat16' else 'false'}, {n}, "
+                f"{t}, {parts[0]}, {parts[1]}, {parts[2]}>")
         decls = "\n".join(
-            f"  alignas(4) static const unsigned char p{p}[128][{max(len(rows[p][0]), 1)}] = "
+            f"  alignas(4) static const unsigned char p{p}[{1 << b}][{len(rows[p][0])}] = "
             f"{{{table(rows[p])}}};" for p in range(3))
         calls.append(f"""{{
 {decls}
-  for (int c = 0; c < 128; ++c) {{
+  for (int c = 0; c < {1 << b}; ++c) {{
     unsigned short o[{n}];
     {func}(p0[c], p1[c], p2[c], o);
     printf("{k}");
@@ -438,7 +440,7 @@ def test_seven_bit_codes_in_bytes_are_cast_exactly(tmp_path):
   }}
 }}""")
     rows = _run(cxx, tmp_path, calls)
-    for k, (n, dst, t, parts) in enumerate(cases):
+    for k, (b, n, dst, t, parts) in enumerate(cases):
         got = np.array(rows[k])
         bad = np.argwhere(got != np.array(wants[k]))
-        assert bad.size == 0, (n, dst, t, parts, [(int(c), int(i)) for c, i in bad[:4]])
+        assert bad.size == 0, (b, n, dst, t, parts, [(int(c), int(i)) for c, i in bad[:4]])

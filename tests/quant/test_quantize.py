@@ -44,10 +44,10 @@ def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
     6- and 7-bit integers the bit planes of the offset-binary code, for 6-bit floats the planes
     of the code (its top 2 bits, its low 4), side by side in each tile."""
     t = dtypes.resolve(dtype)
-    planes = {3: (2, 1), 5: (4, 1), 6: (4, 2)}.get(t.bits) if t.is_integer else \
+    planes = {3: (2, 1), 5: (4, 1)}.get(t.bits) if t.is_integer else \
         (2, 4) if t.bits == 6 and t.f16_headroom else None  # (float6_e5m0: one dense plane)
-    if t.is_integer and t.bits == 7:
-        return _reference_bytes7(codes, t.kind == "int")
+    if t.is_integer and t.bits in (6, 7):
+        return _reference_bytes(codes, t.bits, t.kind == "int")
     if planes is None:
         return pack_weight_tiles(codes, t.bits, pack_layout(dtype))
     u = codes.astype(np.int64) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)
@@ -59,27 +59,35 @@ def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
     return np.concatenate(parts, axis=-1)
 
 
-def _reference_bytes7(codes: np.ndarray, signed: bool) -> np.ndarray:
-    """7-bit integers: per tile, thread t's 32 offset-binary codes in the mma A layout's order,
-    e < 28 in the low 7 bits of byte e, code 28 + k's bit i in the top bit of byte 4 i + k; the
-    thread's bytes 0-15, 16-23, 24-27 where uint4, uint2 and uint1 planes keep theirs (at 0, 512
-    and 768 of the tile)."""
+def _reference_bytes(codes: np.ndarray, bits: int, signed: bool) -> np.ndarray:
+    """6- and 7-bit integers: per tile, thread t's 32 offset-binary codes c in the mma A
+    layout's order; byte e < 4 bits holds c[e] in its low bits; with T = 8 - bits top bits a
+    byte, c[4 bits + 4 j + k]'s bits [T i, T i + T) are the top bits of byte 4 (j bits/T + i)
+    + k; the thread's bytes 0-15, 16-23 (, 24-27) where uint4, uint2 (and uint1) planes keep
+    theirs (at 0, 512 and 768 of the tile)."""
     from tilecraft.quant.qmm import mma_layout
     from tilecraft.quant.qmm_kernel import byte_layout
 
-    u = codes.astype(np.int64) ^ (64 if signed else 0)
+    u = codes.astype(np.int64) ^ ((1 << (bits - 1)) if signed else 0)
     n, k = u.shape
-    out = np.zeros((n // 16, k // 64, 896), np.uint8)
+    top, words = 8 - bits, bits // (8 - bits)
+    out = np.zeros((n // 16, k // 64, 128 * bits), np.uint8)
     mma = mma_layout()
     for ti in range(n // 16):
         for tj in range(k // 64):
             for t in range(32):
                 c = [u[ti * 16 + r, tj * 64 + col] for r, col in mma.thread_elements(t)]
-                b = [(c[e] & 0x7F) | (((c[28 + e % 4] >> (e // 4)) & 1) << 7) for e in range(28)]
-                for (first, count), p, at in zip(((0, 16), (16, 8), (24, 4)), (4, 2, 1),
-                                                 (0, 512, 768)):
+                b = [x & ((1 << bits) - 1) for x in c[:4 * bits]]
+                for j in range(top):
+                    for kk in range(4):
+                        for i in range(words):
+                            field = (c[4 * bits + 4 * j + kk] >> (top * i)) & ((1 << top) - 1)
+                            b[4 * (j * words + i) + kk] |= field << bits
+                first = 0
+                for count, p, at in ((16, 4, 0), (8, 2, 512), (4, 1, 768))[:bits - 4]:
                     for i, (_, col) in enumerate(byte_layout(1, 1, p).thread_elements(t)):
                         out[ti, tj, at + col] = b[first + i]
+                    first += count
     return out
 
 

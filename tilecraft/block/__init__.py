@@ -14,7 +14,7 @@ from .compute import (
                       UNARY_OPS,
                       BinaryOp,
                       Cast,
-                      CastBytes7,
+                      CastBytes,
                       CastPlanes,
                       Dot,
                       Fill,
@@ -57,7 +57,7 @@ from .vm import run
 __all__ = [
     "BINARY_OPS", "REDUCE_KINDS", "UNARY_OPS", "AllocateGlobal", "AllocateRegister",
     "AllocateShared", "AtomicGlobal", "BinaryOp", "BlockProgram", "Fma", "BlockTensor", "Cast",
-    "CastBytes7", "CastPlanes", "CopyAsync", "CopyAsyncBulk", "CopyAsyncCommitGroup",
+    "CastBytes", "CastPlanes", "CopyAsync", "CopyAsyncBulk", "CopyAsyncCommitGroup",
     "CopyAsyncWaitGroup", "CumSumRegister",
     "Dot", "DotShared", "DotWaitGroup", "Exit", "Fill", "GlobalTensor", "Instruction",
     "LoadGlobal", "LoadShared", "MbarrierArrive", "MbarrierExpect", "MbarrierInit", "MbarrierWait",

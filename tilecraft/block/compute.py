@@ -224,29 +224,34 @@ class CastPlanes(Instruction):
 
 
 @dataclass(frozen=True)
-class CastBytes7(Instruction):
-    """`out = cast_bytes7(parts, offset)`: unsigned 7-bit codes stored 32 in 28 bytes
-    (dtypes/packing.py `pack_bytes7`: 28 codes in the bytes' low 7 bits, 4 spread over their
-    top bits) minus the whole number `offset`, converted to out's type as a GPU store does.
-    `parts` are uint8 register tensors; each thread's elements of out form groups of 32, and
-    group g's 28 bytes are, in order, group g of each part's bytes (a part's local bytes split
-    into as many equal groups). quant/qmm.py stores 7-bit integer weights so, loaded in three
-    parts of 16, 8 and 4 bytes a thread and tile, cast by one `tc::fast_cast_bytes7`."""
+class CastBytes(Instruction):
+    """`out = cast_bytes(parts, bits, offset)`: unsigned `bits`-bit codes (6 or 7) stored 32 in
+    4 * bits bytes (dtypes/packing.py `pack_bytes`: 4 * bits codes in the bytes' low bits, the
+    rest spread over their top bits) minus the whole number `offset`, converted to out's type
+    as a GPU store does. `parts` are uint8 register tensors; each thread's elements of out form
+    groups of 32, and group g's bytes are, in order, group g of each part's bytes (a part's
+    local bytes split into as many equal groups). quant/qmm.py stores 6- and 7-bit integer
+    weights so, loaded in parts of 16, 8 (and 4) bytes a thread and tile, cast by one
+    `tc::fast_cast_bytes`."""
 
     parts: tuple[RegisterTensor, ...]
     out: RegisterTensor
+    bits: int
     offset: int = 0
     span: Span | None = field(default=None, compare=False)
-    NAME: ClassVar[str] = "cast_bytes7"
+    NAME: ClassVar[str] = "cast_bytes"
 
     @classmethod
-    def create(cls, parts: Sequence[RegisterTensor], out: RegisterTensor, offset: int = 0,
-               span: Span | None = None) -> CastBytes7:
+    def create(cls, parts: Sequence[RegisterTensor], out: RegisterTensor, bits: int,
+               offset: int = 0, span: Span | None = None) -> CastBytes:
         span = user_span(span)
         if isinstance(offset, bool) or not isinstance(offset, int):
-            raise TilecraftError("TC603", span, instr="cast_bytes7",
+            raise TilecraftError("TC603", span, instr="cast_bytes",
                                  detail=f"offset={offset!r}: a whole number, an int")
-        return cls(tuple(parts), out, offset, span)
+        if bits not in dt.packing.BYTES_BITS:
+            raise TilecraftError("TC603", span, instr="cast_bytes",
+                                 detail=f"bits={bits!r}: codes in bytes are 6 or 7 bits")
+        return cls(tuple(parts), out, bits, offset, span)
 
     def reads(self):
         return self.parts
@@ -257,7 +262,7 @@ class CastBytes7(Instruction):
     def script(self) -> str:
         offset = f", offset={self.offset}" if self.offset else ""
         names = ", ".join(x.name for x in self.parts)
-        return f"cast_bytes7([{names}]{offset}, out={self.out.name})"
+        return f"cast_bytes([{names}], bits={self.bits}{offset}, out={self.out.name})"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from tilecraft.layout import Fragment, LayoutError, check_view
 from .compute import (
     BinaryOp,
     Cast,
-    CastBytes7,
+    CastBytes,
     CastPlanes,
     Dot,
     Fma,
@@ -241,12 +241,12 @@ def _cast_planes(s: CastPlanes) -> None:
                        f"of `{s.out.name}` {list(s.out.shape)} ({s.out.layout!r}) in each thread")
 
 
-@_check(CastBytes7)
-def _cast_bytes7(s: CastBytes7) -> None:
-    out = s.out.layout
+@_check(CastBytes)
+def _cast_bytes(s: CastBytes) -> None:
+    out, size = s.out.layout, 4 * s.bits
     if out.local_size % 32:
-        raise _bad(s, f"`{s.out.name}` holds {out.local_size} elements a thread: 7-bit codes in "
-                   "bytes come in groups of 32 (28 bytes)")
+        raise _bad(s, f"`{s.out.name}` holds {out.local_size} elements a thread: {s.bits}-bit "
+                   f"codes in bytes come in groups of 32 ({size} bytes)")
     if not s.parts:
         raise _bad(s, "no parts: the bytes come from one or more uint8 register tensors")
     groups, per_group = out.local_size // 32, 0
@@ -256,8 +256,8 @@ def _cast_bytes7(s: CastBytes7) -> None:
             raise _bad(s, f"part `{x.name}` ({x.dtype}, {x.layout!r}) is not uint8 bytes over "
                        f"the {out.num_threads} threads of `{s.out.name}` in {groups} equal groups")
         per_group += x.layout.local_size // groups
-    if per_group != 28:
-        raise _bad(s, f"the parts give each group of 32 codes {per_group} bytes, not 28")
+    if per_group != size:
+        raise _bad(s, f"the parts give each group of 32 codes {per_group} bytes, not {size}")
 
 
 @_check(View)

@@ -24,7 +24,7 @@ from . import transfer as tr
 from .compute import (
     BinaryOp,
     Cast,
-    CastBytes7,
+    CastBytes,
     CastPlanes,
     Dot,
     Fill,
@@ -296,18 +296,18 @@ def _cast_planes(vm: BlockVM, s: CastPlanes) -> None:
     vm.regs[s.out] = vm.to_threads(s.out, store_cast(s.out.dtype, values * 2.0 ** s.scale))
 
 
-@rule(CastBytes7)
-def _cast_bytes7(vm: BlockVM, s: CastBytes7) -> None:
-    """Each thread's groups of 28 bytes (group g of every part, in order) decoded to 32 codes
-    (dtypes/packing.py `unpack_bytes7`), minus the offset (whole numbers: exact), converted as a
-    store to out's type converts."""
-    from tilecraft.dtypes.packing import unpack_bytes7
+@rule(CastBytes)
+def _cast_bytes(vm: BlockVM, s: CastBytes) -> None:
+    """Each thread's groups of 4 * bits bytes (group g of every part, in order) decoded to 32
+    codes (dtypes/packing.py `unpack_bytes`), minus the offset (whole numbers: exact),
+    converted as a store to out's type converts."""
+    from tilecraft.dtypes.packing import unpack_bytes
 
     out = s.out.layout
     groups = out.local_size // 32
     parts = [vm.register(x).astype(np.int64).reshape(out.num_threads, groups, -1)
              for x in s.parts]
-    codes = unpack_bytes7(np.concatenate(parts, axis=-1).reshape(out.num_threads, -1))
+    codes = unpack_bytes(np.concatenate(parts, axis=-1).reshape(out.num_threads, -1), s.bits)
     values = codes.astype(np.float64) - s.offset
     vm.regs[s.out] = np.ascontiguousarray(store_cast(s.out.dtype, values))
 

@@ -65,39 +65,38 @@ def unpack(data: Any, dtype: Any, count: int | None = None) -> np.ndarray:
     return (bits * weights).sum(axis=1, dtype=np.uint8)
 
 
-# ---- 7-bit codes in bytes ------------------------------------------------------------------------
-# Another storage of 7-bit codes, 32 codes in 28 bytes (the 7-bit quantized weights': quant/qmm.py):
-# code e < 28 is the low 7 bits of byte e, and code 28 + k (k < 4) has bit i in the top bit of
-# byte 4 i + k. A GPU casts it with byte permutes (block `cast_bytes7`, fast_cast.cuh).
-BYTES7_GROUP = (32, 28)  # (codes, bytes) of one group
+# ---- 6- and 7-bit codes in bytes ----------------------------------------------------------------
+# Another storage of B-bit codes (B = 6, 7), 32 codes in 4 B bytes (the quantized matmul's 6- and
+# 7-bit integer weights: quant/qmm.py): code e < 4 B is the low B bits of byte e; the other
+# 4 (8 - B) codes are spread over the bytes' top T = 8 - B bits: code 4 B + 4 j + k (k < 4) has
+# bits [T i, T i + T) in the top bits of byte 4 (j B / T + i) + k. A GPU casts it with byte
+# permutes (block `cast_bytes`, fast_cast.cuh). (7 bits: 28 codes in bytes, 4 spread over 7
+# bytes' top bits each; 6 bits: 24 and 8 spread over 3 bytes' top two bits each.)
+BYTES_BITS = (6, 7)
 
 
-def pack_bytes7(codes: Any) -> Any:
-    """Unsigned 7-bit codes [..., 32 g] -> their bytes [..., 28 g], group by group (numpy or
-    torch, on the codes' device)."""
+def pack_bytes(codes: Any, bits: int) -> Any:
+    """Unsigned `bits`-bit codes [..., 32 g] -> their bytes [..., 4 bits g], group by group
+    (numpy or torch, on the codes' device)."""
+    top, words = 8 - bits, bits // (8 - bits)  # top bits a byte; words a spread code takes
     u = codes.reshape(*codes.shape[:-1], -1, 32)
-    low, spread = u[..., :28], u[..., 28:]  # (spread: [..., g, 4])
-    top = [(spread >> i) & 1 for i in range(7)]  # bit i of the 4 spread codes: bytes 4i..4i+3
-    tops = _stack(top, axis=-2).reshape(low.shape)
-    out = (low & 0x7F) | (tops << 7)
+    low = u[..., :4 * bits]
+    spread = u[..., 4 * bits:].reshape(*u.shape[:-1], top, 1, 4)  # [.., g, j, 1, k]
+    tops = _cat([(spread >> (top * i)) & ((1 << top) - 1) for i in range(words)], axis=-2)
+    out = (low & ((1 << bits) - 1)) | (tops.reshape(low.shape) << bits)
     return out.reshape(*codes.shape[:-1], -1)
 
 
-def unpack_bytes7(data: Any) -> Any:
-    """The inverse of `pack_bytes7`: bytes [..., 28 g] -> codes [..., 32 g] (the bytes' type)."""
-    b = data.reshape(*data.shape[:-1], -1, 7, 4)
-    tops = (b >> 7) & 1
-    spread = sum(tops[..., i, :] << i for i in range(7))
-    low = (b & 0x7F).reshape(*b.shape[:-2], 28)
-    return _cat([low, spread], axis=-1).reshape(*data.shape[:-1], -1)
-
-
-def _stack(parts: list, axis: int) -> Any:
-    if isinstance(parts[0], np.ndarray):
-        return np.stack(parts, axis=axis)
-    import torch
-
-    return torch.stack(parts, dim=axis)
+def unpack_bytes(data: Any, bits: int) -> Any:
+    """The inverse of `pack_bytes`: bytes [..., 4 bits g] -> codes [..., 32 g] (the bytes'
+    type)."""
+    top, words = 8 - bits, bits // (8 - bits)
+    b = data.reshape(*data.shape[:-1], -1, 4 * bits)
+    tops = (b >> bits).reshape(*b.shape[:-1], top, words, 4)  # [.., g, j, i, k]
+    spread = sum(tops[..., i, :] << (top * i) for i in range(words))  # [.., g, j, k]
+    low = b & ((1 << bits) - 1)
+    codes = _cat([low, spread.reshape(*b.shape[:-1], 4 * top)], axis=-1)
+    return codes.reshape(*data.shape[:-1], -1)
 
 
 def _cat(parts: list, axis: int) -> Any:

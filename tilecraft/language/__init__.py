@@ -93,7 +93,7 @@ _EXPORTS: dict[str, list[str]] = {
         "reduce_sum",
     ],
     # the Tilus level (block instructions with explicit layouts; tilus.py)
-    "tilus": ["add", "allocate_register", "amax", "amin", "sum", "allocate_shared", "cast_bytes7",
+    "tilus": ["add", "allocate_register", "amax", "amin", "sum", "allocate_shared", "cast_bytes",
               "cast_planes", "copy_async",
               "copy_async_commit_group", "copy_async_wait_group", "div", "dot", "exit",
               "load_global", "load_shared", "mod", "mul", "neg", "store_global", "store_shared",

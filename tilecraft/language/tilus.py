@@ -219,19 +219,22 @@ def cast_planes(hi: RegisterTensor, lo: RegisterTensor, dtype: Any, out_dtype: A
     return out
 
 
-def cast_bytes7(parts: Any, out_dtype: Any, layout: Any, offset: int = 0) -> RegisterTensor:
-    """Unsigned 7-bit codes stored 32 in 28 bytes (`tilecraft.dtypes.packing.pack_bytes7`: 28
-    codes in the bytes' low 7 bits, 4 spread over their top bits), minus the whole number
-    `offset`, as `out_dtype` in `layout`. `parts`: one or more uint8 register tensors (a tensor
-    or a list); each thread's elements of the result form groups of 32 whose 28 bytes are, in
-    order, the matching group of each part's bytes. The quantized matmul stores 7-bit integer
-    weights so (quant/qmm.py): one fast routine of byte permutes, about 1.7 instructions a code."""
-    from tilecraft.block import CastBytes7
+def cast_bytes(parts: Any, bits: int, out_dtype: Any, layout: Any,
+               offset: int = 0) -> RegisterTensor:
+    """Unsigned `bits`-bit codes (6 or 7) stored 32 in 4 * bits bytes
+    (`tilecraft.dtypes.packing.pack_bytes`: 4 * bits codes in the bytes' low bits, the rest
+    spread over their top bits), minus the whole number `offset`, as `out_dtype` in `layout`.
+    `parts`: one or more uint8 register tensors (a tensor or a list); each thread's elements of
+    the result form groups of 32 whose bytes are, in order, the matching group of each part's
+    bytes. The quantized matmul stores 6- and 7-bit integer weights so (quant/qmm.py): one fast
+    routine of byte permutes, about 1.6-1.7 instructions a code."""
+    from tilecraft.block import CastBytes
 
     items = parts if isinstance(parts, (list, tuple)) else [parts]
-    regs = [as_register(x, "cast_bytes7") for x in items]
+    regs = [as_register(x, "cast_bytes") for x in items]
     out = _register(out_dtype, layout, "cast")
-    in_kernel("T.cast_bytes7").emit(CastBytes7.create(regs, out, offset, span=current_span()))
+    in_kernel("T.cast_bytes").emit(CastBytes.create(regs, out, bits, offset,
+                                                     span=current_span()))
     return out
 
 

@@ -183,7 +183,7 @@ def _block_instruction(cx: LowerContext, s: Instruction) -> Stmt:
 
     changes = {}
     for f in dataclasses.fields(s):
-        value = getattr(s, f.name)  # (a tensor, or a tuple of them: cast_bytes7's parts)
+        value = getattr(s, f.name)  # (a tensor, or a tuple of them: cast_bytes's parts)
         if isinstance(value, tuple):
             new = tuple(adopt(t) for t in value)
             if any(a is not b for a, b in zip(new, value)):

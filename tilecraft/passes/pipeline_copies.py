@@ -61,7 +61,7 @@ from tilecraft.block import (
     AllocateShared,
     BinaryOp,
     Cast,
-    CastBytes7,
+    CastBytes,
     CastPlanes,
     CopyAsync,
     CopyAsyncBulk,
@@ -97,7 +97,7 @@ from .unroll_pairs import unroll_pairs
 from .warp_specialize import can_split, dequantizing, hoist, specialized, split_mode
 
 #: what the body may do before an in-flight dot besides lets: make register tensors
-_REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, CastPlanes, CastBytes7, BinaryOp, Fma,
+_REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, CastPlanes, CastBytes, BinaryOp, Fma,
                   UnaryOp, Fill)
 
 

@@ -13,12 +13,12 @@ in the order of `pack_layout(dtype)` over one warp (4 * bits bytes per thread): 
 `local(1, 4) * (mma A atom)`, for 1-, 2- and 4-bit integers and float4_e2m1 with each 32-bit word
 interleaved
 (tilecraft.layout.interleave_words: element j at code position (j % 2) * 16/b + j // 2), which
-the kernel's cast turns into the mma's order with no byte permutes. 3-, 5- and 6-bit integers
-are stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, uint4 + uint2, each
-tile's planes side by side (128 * bits bytes in all); 6-bit floats likewise as uint2 (sign, top
-magnitude bit) + uint4 (low bits) of their codes. 7-bit integers are stored as codes in bytes:
-each thread's 32 codes of a tile in 28 bytes (dtypes/packing.py `pack_bytes7`), in three parts
-where uint4, uint2 and uint1 planes would lie (`BYTES7_PARTS`), cast by byte permutes.
+the kernel's cast turns into the mma's order with no byte permutes. 3- and 5-bit integers are
+stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, each tile's planes side by
+side (128 * bits bytes in all); 6-bit floats likewise as uint2 (sign, top magnitude bit) + uint4
+(low bits) of their codes. 6- and 7-bit integers are stored as codes in bytes: each thread's 32
+codes of a tile in 4 * bits bytes (dtypes/packing.py `pack_bytes`), in parts where uint4, uint2
+(and uint1) planes would lie (`bytes_parts`), cast by byte permutes.
 
 `quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
 arguments first): it picks tile sizes (`choose_config`; fewer stages where shared memory keeps
@@ -58,55 +58,56 @@ def pack_layout(dtype: Any) -> Fragment:
 
 
 def plane_bits(dtype: Any) -> tuple[int, ...] | None:
-    """The bit planes a 3-, 5- or 6-bit integer type or a 6-bit float is stored in (most
-    significant first), or None (one plane: the type's own codes, or 7-bit integers' bytes:
-    `in_bytes7`). (7 bits were planes 4 + 2 + 1 from session 18, once the three planes cast in
-    place, benchmarks/NOTES.md, to session 24; before that the dense 7-bit
-    field was faster. 6-bit floats: the sign and top magnitude bit, then the low 4 bits, which
+    """The bit planes a 3- or 5-bit integer type or a 6-bit float is stored in (most
+    significant first), or None (one plane: the type's own codes, or the 6- and 7-bit integers'
+    bytes: `in_bytes`). (6 and 7 bits were planes 4 + 2 and 4 + 2 + 1 from session 18, once the
+    planes cast in place, benchmarks/NOTES.md, to session 24; before that the dense fields were
+    faster. 6-bit floats: the sign and top magnitude bit, then the low 4 bits, which
     `tc::fast_cast_float_planes` places with a window and a mask each, session 19.)"""
     t = resolve(dtype)
     if t.is_float:
         return (2, 4) if t.bits == 6 and t.f16_headroom else None
     if not t.is_integer:
         return None
-    return {3: (2, 1), 5: (4, 1), 6: (4, 2)}.get(t.bits)
+    return {3: (2, 1), 5: (4, 1)}.get(t.bits)
 
 
-def in_bytes7(dtype: Any) -> bool:
-    """Whether `dtype` is stored as 7-bit codes in bytes (`BYTES7_PARTS`): the 7-bit integers
-    (session 24; before, as three bit planes, 4 + 2 + 1, whose casts cost about 3 instructions a
-    code against 1.7)."""
+def in_bytes(dtype: Any) -> bool:
+    """Whether `dtype` is stored as codes in bytes (`bytes_parts`): the 6- and 7-bit integers
+    (session 24; before, as bit planes 4 + 2 and 4 + 2 + 1, whose casts cost about 2.2 and 3
+    instructions a code against 1.6 and 1.7)."""
     t = resolve(dtype)
-    return t.is_integer and t.bits == 7
+    return t.is_integer and t.bits in (6, 7)
 
 
-#: how a thread's 28 bytes of a packed tile of 7-bit codes lie in it: (bytes, the uint{p} byte
-#: layout they share with a p-bit plane, their offset in the tile): three loads of 16, 8 and 4
-#: bytes, as the planes of 4 + 2 + 1 bits were
-BYTES7_PARTS = ((16, 4, 0), (8, 2, 512), (4, 1, 768))
+def bytes_parts(bits: int) -> tuple[tuple[int, int, int], ...]:
+    """How a thread's 4 * bits bytes of a packed tile of 6- or 7-bit codes lie in it: (bytes,
+    the uint{p} byte layout they share with a p-bit plane, their offset in the tile): loads of
+    16, 8 (and 4) bytes, as the planes of 4 + 2 (+ 1) bits were."""
+    return ((16, 4, 0), (8, 2, 512), (4, 1, 768))[:bits - 4]
 
 
-def _bytes7_columns() -> list:
-    """Per part of BYTES7_PARTS: the tile's byte (column) of thread t's local byte i, [32, n]."""
+def _bytes_columns(bits: int) -> list:
+    """Per part of bytes_parts(bits): the tile's byte (column) of thread t's local byte i."""
     from tilecraft.quant.qmm_kernel import byte_layout
 
-    return [byte_layout(1, 1, p).index_table()[..., 1] + at for _, p, at in BYTES7_PARTS]
+    return [byte_layout(1, 1, p).index_table()[..., 1] + at for _, p, at in bytes_parts(bits)]
 
 
 def pack_codes(codes: Any, dtype: Any) -> Any:
     """The packed format of the (N, K) codes of `dtype` (uint8 [N/16, K/64, 128 * bits], module
-    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3-, 5- or 6-bit integer its
+    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3- or 5-bit integer its
     bit planes (`plane_bits`) of the offset-binary code (code ^ 2^(bits-1) for signed types),
     each packed as uint2 / uint1 / uint4, side by side in every tile: the kernel casts each
-    plane with the fast tricks and adds them (times their weights 2^shift); for a 7-bit integer
-    its offset-binary codes in bytes (`_pack_bytes7`)."""
+    plane with the fast tricks and adds them (times their weights 2^shift); for a 6- or 7-bit
+    integer its offset-binary codes in bytes (`_pack_bytes`)."""
     import torch
 
     from tilecraft.quant.weights import pack_weight
 
     t = resolve(dtype)
-    if in_bytes7(t):
-        return _pack_bytes7(codes, t)
+    if in_bytes(t):
+        return _pack_bytes(codes, t)
     planes = plane_bits(dtype)
     if planes is None:
         return pack_weight(codes, dtype, layout=pack_layout(dtype))
@@ -126,8 +127,8 @@ def unpack_codes(packed: Any, dtype: Any) -> Any:
     from tilecraft.quant.weights import unpack_weight
 
     t = resolve(dtype)
-    if in_bytes7(t):
-        return _unpack_bytes7(packed, t)
+    if in_bytes(t):
+        return _unpack_bytes(packed, t)
     planes = plane_bits(dtype)
     if planes is None:
         return unpack_weight(packed, dtype, layout=pack_layout(dtype))
@@ -141,43 +142,43 @@ def unpack_codes(packed: Any, dtype: Any) -> Any:
     return (u ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)).to(torch.uint8)
 
 
-def _pack_bytes7(codes: Any, t: Any) -> Any:
-    """7-bit integer codes (N, K) -> the packed tiles: each thread's 32 offset-binary codes of a
-    tile, in `mma_layout()`'s order, as 28 bytes (dtypes/packing.py `pack_bytes7`), placed where
-    the kernel's three loads read them (BYTES7_PARTS)."""
+def _pack_bytes(codes: Any, t: Any) -> Any:
+    """6- or 7-bit integer codes (N, K) -> the packed tiles: each thread's 32 offset-binary codes
+    of a tile, in `mma_layout()`'s order, as 4 * bits bytes (dtypes/packing.py `pack_bytes`),
+    placed where the kernel's loads read them (`bytes_parts`)."""
     import torch
 
-    from tilecraft.dtypes.packing import pack_bytes7
+    from tilecraft.dtypes.packing import pack_bytes
 
     N, K = (int(x) for x in codes.shape)
     table = torch.as_tensor(mma_layout().index_table(), device=codes.device)
-    u = codes.to(torch.uint8) ^ (64 if t.kind == "int" else 0)
+    u = codes.to(torch.uint8) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)
     tiles = u.reshape(N // 16, 16, K // 64, 64).permute(0, 2, 1, 3)
     per_thread = tiles[:, :, table[..., 0], table[..., 1]]  # [N/16, K/64, 32, 32]
-    b = pack_bytes7(per_thread)  # [.., 32, 28]
-    out = torch.empty(N // 16, K // 64, 896, dtype=torch.uint8, device=codes.device)
+    b = pack_bytes(per_thread, t.bits)  # [.., 32, 4 bits]
+    out = torch.empty(N // 16, K // 64, 128 * t.bits, dtype=torch.uint8, device=codes.device)
     at = 0
-    for (n, _, _), cols in zip(BYTES7_PARTS, _bytes7_columns()):
+    for (n, _, _), cols in zip(bytes_parts(t.bits), _bytes_columns(t.bits)):
         out[:, :, torch.as_tensor(cols, device=codes.device)] = b[..., at:at + n]
         at += n
     return out
 
 
-def _unpack_bytes7(packed: Any, t: Any) -> Any:
-    """The inverse of `_pack_bytes7`: the (N, K) codes (uint8)."""
+def _unpack_bytes(packed: Any, t: Any) -> Any:
+    """The inverse of `_pack_bytes`: the (N, K) codes (uint8)."""
     import torch
 
-    from tilecraft.dtypes.packing import unpack_bytes7
+    from tilecraft.dtypes.packing import unpack_bytes
 
     nt, kt = int(packed.shape[0]), int(packed.shape[1])
     parts = [packed[:, :, torch.as_tensor(cols, device=packed.device)]
-             for cols in _bytes7_columns()]
-    per_thread = unpack_bytes7(torch.cat(parts, dim=-1))  # [N/16, K/64, 32, 32]
+             for cols in _bytes_columns(t.bits)]
+    per_thread = unpack_bytes(torch.cat(parts, dim=-1), t.bits)  # [N/16, K/64, 32, 32]
     table = torch.as_tensor(mma_layout().index_table(), device=packed.device)
     tiles = torch.empty(nt, kt, 16, 64, dtype=torch.uint8, device=packed.device)
     tiles[:, :, table[..., 0], table[..., 1]] = per_thread
     codes = tiles.permute(0, 2, 1, 3).reshape(nt * 16, kt * 64)
-    return codes ^ (64 if t.kind == "int" else 0)
+    return codes ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)
 
 
 def packed_shape(n: int, k: int, bits: int) -> tuple[int, int, int]:

@@ -8,7 +8,7 @@ import tilecraft
 import tilecraft.language as T
 from tilecraft.dtypes import resolve
 from tilecraft.layout import Fragment, local, spatial
-from tilecraft.quant.qmm import BYTES7_PARTS, in_bytes7, mma_layout, pack_layout, plane_bits
+from tilecraft.quant.qmm import bytes_parts, in_bytes, mma_layout, pack_layout, plane_bits
 
 
 def byte_layout(warps: int, rows: int, bits: int) -> Fragment:
@@ -70,13 +70,13 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     tile_bytes = 128 * bits
     w_layout = spatial(warps, 1) * local(rows, 1) * mma_layout()  # (BN, 64): the mma A operand
     c_layout = spatial(warps, 1) * local(rows, 1) * pack_layout(wtype)  # the codes as packed
-    planes = plane_bits(wtype)  # 3/5/6-bit ints: planes of the offset-binary code
+    planes = plane_bits(wtype)  # 3/5-bit ints: planes of the offset-binary code
     fplanes = planes is not None and resolve(wtype).is_float  # 6-bit floats: two planes
-    bytes7 = in_bytes7(wtype)  # 7-bit ints: offset-binary codes in bytes, 32 in 28
-    offset = (1 << (bits - 1)) if (planes or bytes7) and resolve(wtype).kind == "int" else 0
-    # (a whole zero point joins the offset the 7-bit cast subtracts: at most 127 in all)
-    fused7 = bytes7 and float(zero).is_integer() and 0 <= offset + zero < 128
-    zero = int(zero) if fused7 else zero
+    as_bytes = in_bytes(wtype)  # 6-, 7-bit ints: offset-binary codes in bytes, 32 in 4 bits
+    offset = (1 << (bits - 1)) if (planes or as_bytes) and resolve(wtype).kind == "int" else 0
+    # (a whole zero point joins the offset the bytes' cast subtracts: at most 127 in all)
+    fused_zero = as_bytes and float(zero).is_integer() and 0 <= offset + zero < 128
+    zero = int(zero) if fused_zero else zero
     plane_at = [(p, sum(planes[:i]) * 128, bits - sum(planes[:i + 1]))  # (bits, bytes, shift)
                 for i, p in enumerate(planes or ())]
     u_layout = byte_layout(warps, rows, bits)
@@ -132,14 +132,14 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s, disable_tma=not tma)
                 zf = None  # the k step's zeros as X's type (zero_codes)
                 for j in steps:  # a Python list: unrolled at parse time (constant offsets)
-                    if bytes7:  # three loads of each thread's 28 bytes, one cast (the zero in)
+                    if as_bytes:  # each thread's 4 * bits bytes in 2-3 loads, one cast
                         parts = []
-                        for _, p, at in BYTES7_PARTS:
+                        for _, p, at in bytes_parts(bits):
                             parts.append(T.load_shared(W_s, layout=byte_layout(warps, rows, p),
                                                        offset=[0, j * tile_bytes + at]))
-                        w = T.cast_bytes7(parts, xtype, layout=w_layout,
-                                          offset=offset + (zero if fused7 else 0))
-                        if zero != 0 and not fused7:
+                        w = T.cast_bytes(parts, bits, xtype, layout=w_layout,
+                                         offset=offset + (zero if fused_zero else 0))
+                        if zero != 0 and not fused_zero:
                             w = w - zero
                     elif fplanes:  # a float's codes from its two planes, one cast
                         v = []
@@ -181,7 +181,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                         w = w - zf
                     elif has_zeros and not zero_fma:
                         w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
-                    elif zero != 0 and (fplanes or not planes) and not bytes7:  # (else: cast)
+                    elif zero != 0 and (fplanes or not planes) and not as_bytes:  # (else: cast)
                         w = w - zero
                     if acc_scale:
                         T.gemm(w, X_s[:, j * 64:(j + 1) * 64], part, transpose_B=True,

@@ -108,7 +108,7 @@ UNCOUNTED = (AllocateShared, AllocateGlobal, ViewGlobal, Synchronize, Exit, Prin
 COUNTED = (AllocateRegister, transfer.CopyAsync, mbarrier.CopyAsyncBulk, transfer.LoadGlobal,
            transfer.StoreGlobal, parallel.AtomicGlobal, transfer.LoadShared, transfer.StoreShared,
            compute.Dot, dot_shared.DotShared, parallel.ParallelCompute, compute.Cast,
-           compute.CastPlanes, compute.CastBytes7, compute.UnaryOp, compute.BinaryOp, compute.Fma, compute.Fill,
+           compute.CastPlanes, compute.CastBytes, compute.UnaryOp, compute.BinaryOp, compute.Fma, compute.Fill,
            parallel.CumSumRegister, compute.ReduceRegister)
 
 
@@ -332,7 +332,7 @@ class _Counter:
                 c.shared_bytes += (_nbytes(s.b) + a_bytes) * w
         elif isinstance(s, parallel.ParallelCompute):
             self._parallel(s, w, lets, zero)
-        elif isinstance(s, (compute.Cast, compute.CastPlanes, compute.CastBytes7, compute.UnaryOp,
+        elif isinstance(s, (compute.Cast, compute.CastPlanes, compute.CastBytes, compute.UnaryOp,
                             compute.BinaryOp, compute.Fma, compute.Fill,
                             parallel.CumSumRegister)):
             c.alu_ops += _elements(s.out) * w

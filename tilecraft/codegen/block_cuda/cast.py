@@ -11,7 +11,7 @@ thing `_Cast` asks (compute.py); without a plan the element-wise form prints.
 
 from __future__ import annotations
 
-from tilecraft.block.compute import BinaryOp, Cast, CastBytes7, CastPlanes
+from tilecraft.block.compute import BinaryOp, Cast, CastBytes, CastPlanes
 from tilecraft.block.select_cast import CastPlan, FusedCast
 from tilecraft.block.select_planes import PlaneCast
 
@@ -68,23 +68,23 @@ class CastPrinter:
         self.w(f"{func}({self.tensor(s.hi)}, {self.tensor(s.lo)}, {self.tensor(s.out)});  "
                "// planes: fields in place, per pair SHF + LOP3 each")
 
-    def _CastBytes7(self, s: CastBytes7) -> None:
-        """7-bit codes in bytes, to f16 / bf16 minus an offset below 128, from at most three
-        parts of whole words a group: `tc::fast_cast_bytes7` (anything else is refused)."""
+    def _CastBytes(self, s: CastBytes) -> None:
+        """6- or 7-bit codes in bytes, to f16 / bf16 minus an offset below 128, from at most
+        three parts of whole words a group: `tc::fast_cast_bytes` (anything else is refused)."""
         out, n = s.out.dtype, s.out.layout.local_size
         sizes = [x.layout.local_size * 32 // n for x in s.parts]  # (bytes a group: verified)
         if out.name not in ("float16", "bfloat16") or not 0 <= s.offset < 128 \
                 or len(sizes) > 3 or any(b % 4 for b in sizes):
-            raise self.refuse(s, f"cast_bytes7 to {out} minus {s.offset} from parts of "
-                              f"{sizes} bytes a group (tilecraft casts 7-bit codes in bytes to "
-                              "f16 or bf16, minus 0..127, from at most three parts of whole "
-                              "words a group)")
+            raise self.refuse(s, f"cast_bytes of {s.bits}-bit codes to {out} minus {s.offset} "
+                              f"from parts of {sizes} bytes a group (tilecraft casts codes in "
+                              "bytes to f16 or bf16, minus 0..127, from at most three parts of "
+                              "whole words a group)")
         sizes += [0] * (3 - len(sizes))
         names = [self.tensor(x) for x in s.parts] + ["nullptr"] * (3 - len(s.parts))
         bf16 = "true" if out.name == "bfloat16" else "false"
-        self.w(f"tc::fast_cast_bytes7<{bf16}, {n}, {s.offset}, {sizes[0]}, {sizes[1]}, "
+        self.w(f"tc::fast_cast_bytes<{s.bits}, {bf16}, {n}, {s.offset}, {sizes[0]}, {sizes[1]}, "
                f"{sizes[2]}>({', '.join(names)}, {self.tensor(s.out)});  "
-               "// 7-bit codes in bytes: per word LOP3 + 2 PRMT + 2 subtractions")
+               f"// {s.bits}-bit codes in bytes: per word LOP3 + 2 PRMT + 2 subtractions")
 
     def fast_cast(self, s: Cast) -> bool:
         """Print `s` by its fast plan; False when it has none."""

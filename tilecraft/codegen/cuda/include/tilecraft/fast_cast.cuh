@@ -19,9 +19,10 @@
 //       quant/qmm.py), each pair's fields OR'd under the magic number, one subtraction
 //   fast_cast_float_planes<E, M, BF16, N, S>(hi, lo, dst)  6-bit floats (every code finite)
 //       stored as interleaved uint2 + uint4 planes (quant/qmm.py), times 2^S (S <= 0)
-//   fast_cast_bytes7<BF16, N, T, P0, P1, P2>(a, b, c, dst)  7-bit codes in bytes, minus T: each
-//       32 codes in 28 bytes (P0 + P1 + P2 of them from a, b, c), 28 codes in the bytes' low 7
-//       bits, the other 4 spread over their top bits (the 7-bit ints' storage: quant/qmm.py)
+//   fast_cast_bytes<B, BF16, N, T, P0, P1, P2>(a, b, c, dst)  B-bit codes in bytes (B = 6, 7),
+//       minus T: each 32 codes in 4 B bytes (P0 + P1 + P2 of them from a, b, c), 4 B codes in
+//       the bytes' low bits, the rest spread over their top bits (the 6- and 7-bit ints'
+//       storage: quant/qmm.py, dtypes/packing.py `pack_bytes`)
 //   fast_cast_e4m3_cvt<N>(src, dst)  float8_e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (sm_89+), NaNs as
 //       fast_cast_float makes them (a thread with a NaN code casts again by it)
 //   fast_cast_float<E, M, SPECIAL, BF16, N, ILV, S>(src, dst) 1 + E + M bit floats (f16: E <= 4,
@@ -606,14 +607,15 @@ TC_DEVICE void fast_cast_float_planes(const void* hi, const void* lo, void* dst)
   }
 }
 
-// ---- 7-bit codes in bytes --------------------------------------------------------------------
-// Each group of 32 codes is 28 bytes: bytes 0..15 of the group from a, 16..23 from b, 24..27
-// from c (P0, P1, P2 bytes a group from each, whole words). Code e < 28 is byte e's low 7 bits;
-// code 28 + k (k < 4) has bit i in the top bit of byte 4 i + k. Results: code - T in natural
-// order. Per word: one LOP3 clears the top bits, two PRMTs place the four bytes under the magic
-// (f16 1024 + x, bf16 128 + x: x < 128 fits either mantissa), two HSUB2 (bf16 HFMA2); per group
-// the four spread codes take one SHF + LOP3 a word (gathered into the bytes of one word), then
-// the same two PRMTs and two subtractions: about 1.7 instructions a code.
+// ---- 6- and 7-bit codes in bytes ---------------------------------------------------------------
+// Each group of 32 codes is 4 B bytes, from a, b, c in turn (P0, P1, P2 bytes a group from each,
+// whole words). Code e < 4 B is byte e's low B bits; with T = 8 - B top bits a byte, code
+// 4 B + 4 j + k (k < 4) has bits [T i, T i + T) in the top bits of byte 4 (j B / T + i) + k.
+// Results: code - Z in natural order. Per word: one LOP3 clears the top bits, two PRMTs place
+// the four bytes under the magic (f16 1024 + x, bf16 128 + x: x < 128 fits either mantissa),
+// two HSUB2 (bf16 HFMA2); the spread codes gather into the bytes of T words by one SHF + LOP3 a
+// word, then the same permutes and subtractions: about 1.7 (B = 7) or 1.6 (B = 6) instructions
+// a code.
 template <int P>
 TC_DEVICE u32 part_word(const void* src, int group, int k) {
   u32 w;
@@ -621,30 +623,36 @@ TC_DEVICE u32 part_word(const void* src, int group, int k) {
   return w;
 }
 
-template <bool BF16, int N, int T = 0, int P0 = 16, int P1 = 8, int P2 = 4>
-TC_DEVICE void fast_cast_bytes7(const void* a, const void* b, const void* c, void* dst) {
+template <int B, bool BF16, int N, int Z = 0, int P0 = 4 * B, int P1 = 0, int P2 = 0>
+TC_DEVICE void fast_cast_bytes(const void* a, const void* b, const void* c, void* dst) {
+  static_assert(B == 6 || B == 7, "6- or 7-bit codes in bytes");
   static_assert(N % 32 == 0, "whole groups of 32 codes");
-  static_assert(P0 + P1 + P2 == 28 && P0 % 4 == 0 && P1 % 4 == 0 && P2 % 4 == 0,
-                "28 bytes a group, whole words from each part");
-  static_assert(T >= 0 && T < 128, "(magic + x) - (magic + T) exact in f16 and bf16");
-  constexpr u32 magic = BF16 ? 0x43u : 0x64u;
-  constexpr u32 sub = ((magic << 8) + T) * 0x10001u;
+  static_assert(P0 + P1 + P2 == 4 * B && P0 % 4 == 0 && P1 % 4 == 0 && P2 % 4 == 0,
+                "4 B bytes a group, whole words from each part");
+  static_assert(Z >= 0 && Z < 128, "(magic + x) - (magic + Z) exact in f16 and bf16");
+  constexpr int T = 8 - B, R = B / T;  // top bits a byte; words a spread code takes
+  constexpr u32 magic = BF16 ? 0x43u : 0x64u, low = ((1u << B) - 1u) * 0x01010101u;
+  constexpr u32 sub = ((magic << 8) + Z) * 0x10001u;
 #pragma unroll
   for (int g = 0; g < N / 32; ++g) {
-    u32 spread = 0;  // byte k: code 28 + k
+    u32 spread[T] = {};  // word j, byte k: code 4 B + 4 j + k
 #pragma unroll
-    for (int i = 0; i < 7; ++i) {
+    for (int i = 0; i < B; ++i) {
       const int at = 4 * i;  // the word's first byte in the group
       const u32 w = at < P0 ? part_word<P0>(a, g, i)
                   : at < P0 + P1 ? part_word<P1>(b, g, (at - P0) / 4)
                                  : part_word<P2>(c, g, (at - P0 - P1) / 4);
-      spread = and_or(w >> (7 - i), 0x01010101u << i, spread);
-      const u32 v = w & 0x7F7F7F7Fu;
+      const int j = i / R, s = T * (i % R);  // its spread word; where its top bits go
+      spread[j] = and_or(w >> (B - s), (((1u << T) - 1u) << s) * 0x01010101u, spread[j]);
+      const u32 v = w & low;
       put2<N>(dst, 16 * g + 2 * i, sub2<BF16>(prmt(v, magic, 0x4140u), sub));
       put2<N>(dst, 16 * g + 2 * i + 1, sub2<BF16>(prmt(v, magic, 0x4342u), sub));
     }
-    put2<N>(dst, 16 * g + 14, sub2<BF16>(prmt(spread, magic, 0x4140u), sub));
-    put2<N>(dst, 16 * g + 15, sub2<BF16>(prmt(spread, magic, 0x4342u), sub));
+#pragma unroll
+    for (int j = 0; j < T; ++j) {
+      put2<N>(dst, 16 * g + 2 * B + 2 * j, sub2<BF16>(prmt(spread[j], magic, 0x4140u), sub));
+      put2<N>(dst, 16 * g + 2 * B + 2 * j + 1, sub2<BF16>(prmt(spread[j], magic, 0x4342u), sub));
+    }
   }
 }
 
@@ -677,7 +685,7 @@ TC_DEVICE void fast_cast_e4m3_cvt(const void* src, void* dst) {
 
 }  // namespace fast
 
-using fast::fast_cast_bytes7;
+using fast::fast_cast_bytes;
 using fast::fast_cast_float;
 using fast::fast_cast_float_planes;
 using fast::fast_cast_int;

@@ -1,0 +1,164 @@
+"""6- and 7-bit codes in bytes (`T.cast_bytes`, block instruction `cast_bytes`): the quantized
+matmul stores 6- and 7-bit integer weights 32 codes in 4 * bits bytes (4 * bits in the bytes'
+low bits, the rest spread over their top bits: dtypes/packing.py), loaded in two or three parts,
+and casts them by one `tc::fast_cast_bytes` (its bits for every code: test_fast_casts_host.py).
+The VM states the meaning (decode, minus the offset, convert); the GPU gives the VM's bits; the
+qmm kernels print the call with the zero point in its offset; other forms are refused at their
+line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tilecraft
+import tilecraft.language as T
+from tilecraft import dtypes as dt
+from tilecraft.codegen.cuda.build import generate_cuda
+from tilecraft.diagnostics import TilecraftError
+from tilecraft.dtypes import resolve
+from tilecraft.dtypes.packing import pack_bytes, unpack_bytes
+from tilecraft.interp.values import store_cast
+from tilecraft.quant.qmm import choose_config, mma_layout, pack_codes, unpack_codes
+from tilecraft.quant.qmm_kernel import byte_layout, qmm_kernel
+
+
+@tilecraft.jit(out_idx=[-1])
+def bytes_tile(bits, out_dtype, offset=0, parts=None):
+    """One packed (16, 64) tile of `bits`-bit codes cast by one warp; `parts`: the byte layouts
+    (uint{p}'s) of the loads, 4 p bytes a thread each, from 0, 512, 768 of the tile (default:
+    the quantized matmul's)."""
+    parts = parts or (4, 2, 1)[:bits - 4]
+
+    @T.prim_func
+    def k(W: T.Tensor((1, 128 * bits), "uint8"), Y: T.Tensor((16, 64), out_dtype)):
+        with T.Kernel(1, threads=32):
+            loaded = []
+            at = 0
+            for p in parts:
+                loaded.append(T.load_global(W, layout=byte_layout(1, 1, p), offset=[0, at]))
+                at += 128 * p
+            y = T.cast_bytes(loaded, bits, out_dtype, layout=mma_layout(), offset=offset)
+            T.store_global(y, Y, offset=[0, 0])
+
+    return k
+
+
+def _tile(seed: int, bits: int):
+    codes = torch.from_numpy(np.random.default_rng(seed).integers(0, 1 << bits, (16, 64)))
+    codes = codes.to(torch.uint8)
+    codes[0, :] = torch.arange(64, dtype=torch.uint8)  # every code once over one or two rows
+    codes[8, :] = torch.arange(64, 128, dtype=torch.uint8) % (1 << bits)
+    return codes, pack_codes(codes, f"uint{bits}").reshape(1, -1).contiguous()
+
+
+CASES = [(7, "float16", 0), (7, "float16", 64), (7, "float16", 127), (7, "bfloat16", 0),
+         (7, "bfloat16", 100), (6, "float16", 0), (6, "float16", 32), (6, "bfloat16", 127)]
+
+
+@pytest.mark.parametrize("bits", [6, 7])
+def test_bytes_round_trip_and_their_rule(bits):
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 1 << bits, (3, 64)).astype(np.uint8)
+    b = pack_bytes(codes, bits)
+    assert b.shape == (3, 8 * bits)
+    np.testing.assert_array_equal(unpack_bytes(b, bits), codes)
+    g, stored = codes[1, 32:], b[1, 4 * bits:]  # the second group of a row
+    top, words = 8 - bits, bits // (8 - bits)
+    for e in range(4 * bits):
+        assert stored[e] & ((1 << bits) - 1) == g[e]
+    for j in range(top):  # code 4 bits + 4 j + k: T bits from each of `words` bytes' tops
+        for k in range(4):
+            got = sum(int(stored[4 * (j * words + i) + k] >> bits) << (top * i)
+                      for i in range(words))
+            assert got == g[4 * bits + 4 * j + k]
+    for dtype in (f"uint{bits}", f"int{bits}"):
+        c = torch.from_numpy(rng.integers(0, 1 << bits, (32, 128)).astype(np.uint8))
+        assert torch.equal(unpack_codes(pack_codes(c, dtype), dtype), c)
+
+
+@pytest.mark.parametrize("bits, out, offset", CASES)
+def test_the_vm_decodes_the_bytes(bits, out, offset):
+    codes, packed = _tile(1, bits)
+    y = bytes_tile(bits, out, offset)(packed)
+    t = dt.resolve(out)
+    want = store_cast(t, codes.numpy().astype(np.float64) - offset)
+    assert y.dtype == t.torch_dtype
+    np.testing.assert_array_equal(y.view(torch.int16).numpy(), np.asarray(want).view(np.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bits, out, offset", CASES)
+def test_the_gpu_gives_the_vms_bits(bits, out, offset):
+    codes, packed = _tile(2, bits)
+    kernel = bytes_tile(bits, out, offset)
+    want = kernel(packed)
+    got = kernel(packed.cuda())
+    assert f"tc::fast_cast_bytes<{bits}, " in kernel.get_kernel_source()
+    assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))
+
+
+def test_parts_that_do_not_make_4_bits_bytes_a_group_are_refused_at_their_line():
+    kernel = bytes_tile(7, "float16", 0, parts=(4, 2))
+    with pytest.raises(TilecraftError) as info:
+        kernel(torch.zeros(1, 896, dtype=torch.uint8))
+    err = info.value
+    assert err.code == "TC603" and "24 bytes, not 28" in err.message
+    assert "T.cast_bytes" in err.span.source_line()
+
+
+def test_codes_of_other_widths_are_refused_at_their_line():
+    with pytest.raises(TilecraftError) as info:
+        bytes_tile(5, "float16", 0, parts=(4, 1)).func
+    err = info.value
+    assert err.code == "TC603" and "6 or 7 bits" in err.message
+    assert "T.cast_bytes" in err.span.source_line()
+
+
+def test_an_offset_the_fast_routine_cannot_take_is_refused_on_the_gpu_only():
+    kernel = bytes_tile(7, "float16", 200)
+    codes, packed = _tile(3, 7)
+    want = store_cast(dt.resolve("float16"), codes.numpy().astype(np.float64) - 200)
+    np.testing.assert_array_equal(kernel(packed).view(torch.int16).numpy(),
+                                  np.asarray(want).view(np.int16))  # (the VM takes any offset)
+    with pytest.raises(TilecraftError) as info:
+        generate_cuda(kernel.func, "sm_90a")
+    assert info.value.code == "TC502" and "minus 0..127" in info.value.message
+
+
+@pytest.mark.parametrize("M, wtype, zero, xtype, want", [
+    (4096, "uint7", 64, "float16", "tc::fast_cast_bytes<7, false, 32, 64, 16, 8, 4>"),
+    (4096, "int7", 0, "bfloat16", "tc::fast_cast_bytes<7, true, 32, 64, 16, 8, 4>"),
+    (1, "uint7", 0, "float16", "tc::fast_cast_bytes<7, false, 32, 0, 16, 8, 4>"),
+    (16, "int7", 0, "float16", "tc::fast_cast_bytes<7, false, 32, 64, 16, 8, 4>"),
+    (4096, "uint6", 32, "float16", "tc::fast_cast_bytes<6, false, 32, 32, 16, 8, 0>"),
+    (1, "int6", 0, "bfloat16", "tc::fast_cast_bytes<6, true, 32, 32, 16, 8, 0>")])
+def test_the_quantized_matmul_casts_6_and_7_bit_weights_from_bytes(M, wtype, zero, xtype, want):
+    N, K = 256, 1024
+    cfg = choose_config(M, N, K, resolve(wtype).bits, 128, wtype)
+    kernel = qmm_kernel(M, N, K, wtype, xtype, 128, zero, zero == 0 and wtype == "uint7",
+                        False, **cfg)
+    src = generate_cuda(kernel.func, "sm_90a").source
+    assert want in src and "tc::fast_cast_planes" not in src
+
+
+@pytest.mark.parametrize("dtype, scheme, M, device", [
+    ("uint7", "asymmetric", 1, "cpu"), ("int7", "symmetric", 16, "cpu"),
+    ("uint6", "symmetric", 1, "cpu"), ("int6", "asymmetric", 3, "cpu"),
+    pytest.param("uint7", "symmetric", 3, "cuda", marks=pytest.mark.gpu),
+    pytest.param("int7", "asymmetric", 16, "cuda", marks=pytest.mark.gpu),
+    pytest.param("uint6", "asymmetric", 16, "cuda", marks=pytest.mark.gpu)])
+def test_two_tiles_a_warp_cast_two_groups_a_thread(dtype, scheme, M, device):
+    """(decode tiles of 128 channels: each thread's two tiles are two groups of the cast)"""
+    import tilecraft.quant as quant
+    from tilecraft.quant import qmm
+
+    gen = torch.Generator().manual_seed(5)
+    qw = quant.quantize(torch.randn(256, 512, generator=gen).to(device), dtype, scheme=scheme)
+    x = torch.randn(M, 512, generator=gen).half().to(device)
+    bits = resolve(dtype).bits
+    cfg = dict(choose_config(M, 256, 512, bits, 128, dtype), rows=2, split=1, last_block=False)
+    y = qmm.quant_matmul(x, qw, config=cfg)
+    ref = x.double() @ qw.dequantize().double().T.to(device)
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2
