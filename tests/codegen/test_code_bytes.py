@@ -1,7 +1,8 @@
 """6- and 7-bit codes in bytes (`T.cast_bytes`, block instruction `cast_bytes`): the quantized
-matmul stores 6- and 7-bit integer weights 32 codes in 4 * bits bytes (4 * bits in the bytes'
-low bits, the rest spread over their top bits: dtypes/packing.py), loaded in two or three parts,
-and casts them by one `tc::fast_cast_bytes` (its bits for every code: test_fast_casts_host.py).
+matmul stores 6- and 7-bit integer weights and float6_e3m2 32 codes in 4 * bits bytes (4 * bits
+in the bytes' low bits, the rest spread over their top bits; a float's sign at each byte's top:
+dtypes/packing.py), loaded in two or three parts, and casts them by one `tc::fast_cast_bytes`
+or `tc::fast_cast_bytes_float` (their bits for every code: test_fast_casts_host.py).
 The VM states the meaning (decode, minus the offset, convert); the GPU gives the VM's bits; the
 qmm kernels print the call with the zero point in its offset; other forms are refused at their
 line."""
@@ -25,10 +26,11 @@ from tilecraft.quant.qmm_kernel import byte_layout, qmm_kernel
 
 
 @tilecraft.jit(out_idx=[-1])
-def bytes_tile(bits, out_dtype, offset=0, parts=None):
-    """One packed (16, 64) tile of `bits`-bit codes cast by one warp; `parts`: the byte layouts
+def bytes_tile(dtype, out_dtype, offset=0, scale=0, parts=None):
+    """One packed (16, 64) tile of `dtype` codes cast by one warp; `parts`: the byte layouts
     (uint{p}'s) of the loads, 4 p bytes a thread each, from 0, 512, 768 of the tile (default:
     the quantized matmul's)."""
+    bits = resolve(dtype).bits
     parts = parts or (4, 2, 1)[:bits - 4]
 
     @T.prim_func
@@ -39,22 +41,35 @@ def bytes_tile(bits, out_dtype, offset=0, parts=None):
             for p in parts:
                 loaded.append(T.load_global(W, layout=byte_layout(1, 1, p), offset=[0, at]))
                 at += 128 * p
-            y = T.cast_bytes(loaded, bits, out_dtype, layout=mma_layout(), offset=offset)
+            y = T.cast_bytes(loaded, dtype, out_dtype, layout=mma_layout(), offset=offset,
+                             scale=scale)
             T.store_global(y, Y, offset=[0, 0])
 
     return k
 
 
-def _tile(seed: int, bits: int):
+def _tile(seed: int, dtype: str):
+    bits = resolve(dtype).bits
     codes = torch.from_numpy(np.random.default_rng(seed).integers(0, 1 << bits, (16, 64)))
     codes = codes.to(torch.uint8)
     codes[0, :] = torch.arange(64, dtype=torch.uint8)  # every code once over one or two rows
     codes[8, :] = torch.arange(64, 128, dtype=torch.uint8) % (1 << bits)
-    return codes, pack_codes(codes, f"uint{bits}").reshape(1, -1).contiguous()
+    return codes, pack_codes(codes, dtype).reshape(1, -1).contiguous()
 
 
-CASES = [(7, "float16", 0), (7, "float16", 64), (7, "float16", 127), (7, "bfloat16", 0),
-         (7, "bfloat16", 100), (6, "float16", 0), (6, "float16", 32), (6, "bfloat16", 127)]
+def _want(codes, dtype: str, out: str, offset: int, scale: int) -> np.ndarray:
+    t = resolve(dtype)
+    values = t.decode(codes.numpy()).astype(np.float64) * 2.0 ** scale if t.is_float else \
+        codes.numpy().astype(np.float64) - offset
+    return np.asarray(store_cast(resolve(out), values)).view(np.int16)
+
+
+CASES = [("uint7", "float16", 0, 0), ("uint7", "float16", 64, 0), ("uint7", "float16", 127, 0),
+         ("uint7", "bfloat16", 0, 0), ("uint7", "bfloat16", 100, 0), ("uint6", "float16", 0, 0),
+         ("uint6", "float16", 32, 0), ("uint6", "bfloat16", 127, 0),
+         ("float6_e3m2", "float16", 0, 0), ("float6_e3m2", "float16", 0, -12),
+         ("float6_e3m2", "float16", 0, -5), ("float6_e3m2", "bfloat16", 0, 0),
+         ("float6_e3m2", "bfloat16", 0, -3)]
 
 
 @pytest.mark.parametrize("bits", [6, 7])
@@ -78,29 +93,28 @@ def test_bytes_round_trip_and_their_rule(bits):
         assert torch.equal(unpack_codes(pack_codes(c, dtype), dtype), c)
 
 
-@pytest.mark.parametrize("bits, out, offset", CASES)
-def test_the_vm_decodes_the_bytes(bits, out, offset):
-    codes, packed = _tile(1, bits)
-    y = bytes_tile(bits, out, offset)(packed)
-    t = dt.resolve(out)
-    want = store_cast(t, codes.numpy().astype(np.float64) - offset)
-    assert y.dtype == t.torch_dtype
-    np.testing.assert_array_equal(y.view(torch.int16).numpy(), np.asarray(want).view(np.int16))
+@pytest.mark.parametrize("dtype, out, offset, scale", CASES)
+def test_the_vm_decodes_the_bytes(dtype, out, offset, scale):
+    codes, packed = _tile(1, dtype)
+    y = bytes_tile(dtype, out, offset, scale)(packed)
+    assert y.dtype == resolve(out).torch_dtype
+    np.testing.assert_array_equal(y.view(torch.int16).numpy(),
+                                  _want(codes, dtype, out, offset, scale))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bits, out, offset", CASES)
-def test_the_gpu_gives_the_vms_bits(bits, out, offset):
-    codes, packed = _tile(2, bits)
-    kernel = bytes_tile(bits, out, offset)
+@pytest.mark.parametrize("dtype, out, offset, scale", CASES)
+def test_the_gpu_gives_the_vms_bits(dtype, out, offset, scale):
+    codes, packed = _tile(2, dtype)
+    kernel = bytes_tile(dtype, out, offset, scale)
     want = kernel(packed)
     got = kernel(packed.cuda())
-    assert f"tc::fast_cast_bytes<{bits}, " in kernel.get_kernel_source()
+    assert "tc::fast_cast_bytes" in kernel.get_kernel_source()
     assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))
 
 
 def test_parts_that_do_not_make_4_bits_bytes_a_group_are_refused_at_their_line():
-    kernel = bytes_tile(7, "float16", 0, parts=(4, 2))
+    kernel = bytes_tile("uint7", "float16", parts=(4, 2))
     with pytest.raises(TilecraftError) as info:
         kernel(torch.zeros(1, 896, dtype=torch.uint8))
     err = info.value
@@ -108,17 +122,25 @@ def test_parts_that_do_not_make_4_bits_bytes_a_group_are_refused_at_their_line()
     assert "T.cast_bytes" in err.span.source_line()
 
 
-def test_codes_of_other_widths_are_refused_at_their_line():
+@pytest.mark.parametrize("dtype", ["uint5", "int7", "float8_e4m3", "float6_e2m3"])
+def test_codes_of_other_types_are_refused(dtype):
+    """(5 bits and signed ints at their line: the VM's meaning is unsigned 6 or 7 bits; a
+    float without 2 mantissa bits runs on the VM, and the GPU refuses it)"""
+    if dtype == "float6_e2m3":
+        with pytest.raises(TilecraftError) as info:
+            generate_cuda(bytes_tile(dtype, "float16").func, "sm_90a")
+        assert info.value.code == "TC502" and "2 mantissa bits" in info.value.message
+        return
     with pytest.raises(TilecraftError) as info:
-        bytes_tile(5, "float16", 0, parts=(4, 1)).func
+        bytes_tile(dtype, "float16", parts=(4, 2, 1)).func
     err = info.value
-    assert err.code == "TC603" and "6 or 7 bits" in err.message
+    assert err.code == "TC603" and "6- or 7-bit unsigned ints or floats" in err.message
     assert "T.cast_bytes" in err.span.source_line()
 
 
 def test_an_offset_the_fast_routine_cannot_take_is_refused_on_the_gpu_only():
-    kernel = bytes_tile(7, "float16", 200)
-    codes, packed = _tile(3, 7)
+    kernel = bytes_tile("uint7", "float16", 200)
+    codes, packed = _tile(3, "uint7")
     want = store_cast(dt.resolve("float16"), codes.numpy().astype(np.float64) - 200)
     np.testing.assert_array_equal(kernel(packed).view(torch.int16).numpy(),
                                   np.asarray(want).view(np.int16))  # (the VM takes any offset)
@@ -133,11 +155,13 @@ def test_an_offset_the_fast_routine_cannot_take_is_refused_on_the_gpu_only():
     (1, "uint7", 0, "float16", "tc::fast_cast_bytes<7, false, 32, 0, 16, 8, 4>"),
     (16, "int7", 0, "float16", "tc::fast_cast_bytes<7, false, 32, 64, 16, 8, 4>"),
     (4096, "uint6", 32, "float16", "tc::fast_cast_bytes<6, false, 32, 32, 16, 8, 0>"),
-    (1, "int6", 0, "bfloat16", "tc::fast_cast_bytes<6, true, 32, 32, 16, 8, 0>")])
+    (1, "int6", 0, "bfloat16", "tc::fast_cast_bytes<6, true, 32, 32, 16, 8, 0>"),
+    (1, "float6_e3m2", 0, "float16", "tc::fast_cast_bytes_float<6, 3, false, 32, -12, 16, 8, 0>"),
+    (4096, "float6_e3m2", 0, "bfloat16", "tc::fast_cast_bytes_float<6, 3, true, 32, 0, 16, 8, 0>")])
 def test_the_quantized_matmul_casts_6_and_7_bit_weights_from_bytes(M, wtype, zero, xtype, want):
     N, K = 256, 1024
     cfg = choose_config(M, N, K, resolve(wtype).bits, 128, wtype)
-    kernel = qmm_kernel(M, N, K, wtype, xtype, 128, zero, zero == 0 and wtype == "uint7",
+    kernel = qmm_kernel(M, N, K, wtype, xtype, 128, zero, zero == 0 and wtype.startswith("u"),
                         False, **cfg)
     src = generate_cuda(kernel.func, "sm_90a").source
     assert want in src and "tc::fast_cast_planes" not in src
@@ -148,7 +172,9 @@ def test_the_quantized_matmul_casts_6_and_7_bit_weights_from_bytes(M, wtype, zer
     ("uint6", "symmetric", 1, "cpu"), ("int6", "asymmetric", 3, "cpu"),
     pytest.param("uint7", "symmetric", 3, "cuda", marks=pytest.mark.gpu),
     pytest.param("int7", "asymmetric", 16, "cuda", marks=pytest.mark.gpu),
-    pytest.param("uint6", "asymmetric", 16, "cuda", marks=pytest.mark.gpu)])
+    ("float6_e3m2", "symmetric", 1, "cpu"),
+    pytest.param("uint6", "asymmetric", 16, "cuda", marks=pytest.mark.gpu),
+    pytest.param("float6_e3m2", "symmetric", 16, "cuda", marks=pytest.mark.gpu)])
 def test_two_tiles_a_warp_cast_two_groups_a_thread(dtype, scheme, M, device):
     """(decode tiles of 128 channels: each thread's two tiles are two groups of the cast)"""
     import tilecraft.quant as quant

@@ -444,3 +444,60 @@ def test_six_and_seven_bit_codes_in_bytes_are_cast_exactly(tmp_path):
         got = np.array(rows[k])
         bad = np.argwhere(got != np.array(wants[k]))
         assert bad.size == 0, (b, n, dst, t, parts, [(int(c), int(i)) for c, i in bad[:4]])
+
+
+def test_floats_in_bytes_are_cast_exactly(tmp_path):
+    """`fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>`: float6_e3m2 and float7_e4m2 codes
+    in bytes with each byte's sign at bit 7 (`pack_bytes(..., sign_at_top=True)`), every code at
+    every position, to f16 and bf16 times 2^S from 0 to the bottom: bit for bit the
+    interpreter's decode, scale and conversion (block/vm_ops.py `_cast_bytes`)."""
+    from tilecraft.dtypes.packing import pack_bytes
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    cases = []
+    for src, parts in (("float6_e3m2", (16, 8, 0)), ("float7_e4m2", (16, 8, 4))):
+        s = dt.resolve(src)
+        for dst in ("float16", "bfloat16"):
+            bottom = (127 if dst == "bfloat16" else 15) - s.bias
+            for n in (32, 64):
+                for scale in sorted({0, -1, -bottom}):
+                    cases.append((s, dst, n, scale, parts))
+    calls, wants = [], []
+    for k, (s, dst, n, scale, parts) in enumerate(cases):
+        rows, want = [[], [], []], []
+        for c in range(1 << s.bits):
+            codes = (c + 5 * np.arange(n)) % (1 << s.bits)
+            groups = pack_bytes(codes.astype(np.uint8), s.bits, sign_at_top=True)
+            groups = groups.reshape(n // 32, 4 * s.bits)
+            at = 0
+            for p, size in enumerate(parts):
+                rows[p].append(groups[:, at:at + size].ravel().tolist() or [0])
+                at += size
+            values = s.decode(codes).astype(np.float64) * 2.0 ** scale
+            want.append(np.asarray(store_cast(dt.resolve(dst), values))
+                        .view(np.uint16).astype(np.int64))
+        wants.append(want)
+        table = lambda rs: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rs)  # noqa
+        func = (f"tc::fast_cast_bytes_float<{s.bits}, {s.exponent_bits}, "
+                f"{'true' if dst == 'bfloat16' else 'false'}, {n}, {scale}, "
+                f"{parts[0]}, {parts[1]}, {parts[2]}>")
+        decls = "\n".join(
+            f"  alignas(4) static const unsigned char p{p}[{1 << s.bits}][{len(rows[p][0])}] = "
+            f"{{{table(rows[p])}}};" for p in range(3))
+        calls.append(f"""{{
+{decls}
+  for (int c = 0; c < {1 << s.bits}; ++c) {{
+    unsigned short o[{n}];
+    {func}(p0[c], p1[c], p2[c], o);
+    printf("{k}");
+    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
+    printf("\\n");
+  }}
+}}""")
+    rows = _run(cxx, tmp_path, calls)
+    for k, (s, dst, n, scale, parts) in enumerate(cases):
+        got = np.array(rows[k])
+        bad = np.argwhere(got != np.array(wants[k]))
+        assert bad.size == 0, (s.name, dst, n, scale, [(int(c), int(i)) for c, i in bad[:4]])

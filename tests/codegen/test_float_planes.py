@@ -19,6 +19,7 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.interp.values import store_cast
 from tilecraft.quant.qmm import choose_config, mma_layout, pack_codes, pack_layout
 from tilecraft.quant.qmm_kernel import byte_layout, qmm_kernel
+from tilecraft.quant.weights import pack_weight
 
 
 @tilecraft.jit(out_idx=[-1])
@@ -40,10 +41,16 @@ def planes_tile(dtype, out_dtype, scale=0, natural=False):
 
 
 def _tile(dtype: str, seed: int):
+    """(codes, hi plane, lo plane) of one tile: the planes as the quantized matmul packs a
+    6-bit float that it stores as planes (pack_codes: float6_e2m3; float6_e3m2 is in bytes
+    since session 24, and its planes are made the same way here)."""
     codes = torch.from_numpy(np.random.default_rng(seed).integers(0, 64, (16, 64))).to(torch.uint8)
     codes[0, :] = torch.arange(64, dtype=torch.uint8)  # every code once
-    packed = pack_codes(codes, dtype).reshape(1, -1)
-    return codes, packed[:, :256].contiguous(), packed[:, 256:].contiguous()
+    hi = pack_weight(codes >> 4, "uint2", layout=pack_layout("uint2")).reshape(1, -1)
+    lo = pack_weight(codes & 15, "uint4", layout=pack_layout("uint4")).reshape(1, -1)
+    if dtype == "float6_e2m3":
+        assert torch.equal(pack_codes(codes, dtype).reshape(1, -1), torch.cat([hi, lo], dim=1))
+    return codes, hi.contiguous(), lo.contiguous()
 
 
 CASES = [("float6_e3m2", "float16", 0), ("float6_e3m2", "float16", -12),
@@ -100,15 +107,16 @@ def test_planes_that_do_not_make_the_codes_are_refused():
 
 
 @pytest.mark.parametrize("M, xtype, want", [
-    (4096, "float16", "tc::fast_cast_float_planes<3, 2, false, 32, -12>"),
-    (4096, "bfloat16", "tc::fast_cast_float_planes<3, 2, true, 32>"),
-    (1, "float16", "tc::fast_cast_float_planes<3, 2, false, 32, -12>")])
+    (4096, "float16", "tc::fast_cast_float_planes<2, 3, false, 32, -14>"),
+    (4096, "bfloat16", "tc::fast_cast_float_planes<2, 3, true, 32>"),
+    (1, "float16", "tc::fast_cast_float_planes<2, 3, false, 32, -14>")])
 def test_the_quantized_matmul_casts_6_bit_float_weights_from_their_planes(M, xtype, want):
+    """(float6_e2m3; float6_e3m2 is cast from bytes: test_code_bytes.py)"""
     N, K = 256, 1024
-    cfg = choose_config(M, N, K, 6, 128, "float6_e3m2")
+    cfg = choose_config(M, N, K, 6, 128, "float6_e2m3")
     if M > 16:
         cfg["fold_scales"] = xtype == "float16"
-    kernel = qmm_kernel(M, N, K, "float6_e3m2", xtype, 128, 0, False, False, **cfg)
+    kernel = qmm_kernel(M, N, K, "float6_e2m3", xtype, 128, 0, False, False, **cfg)
     src = generate_cuda(kernel.func, "sm_90a").source
     assert want in src and "tc::fast_cast_float<" not in src
 

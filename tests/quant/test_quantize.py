@@ -46,8 +46,8 @@ def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
     t = dtypes.resolve(dtype)
     planes = {3: (2, 1), 5: (4, 1)}.get(t.bits) if t.is_integer else \
         (2, 4) if t.bits == 6 and t.f16_headroom else None  # (float6_e5m0: one dense plane)
-    if t.is_integer and t.bits in (6, 7):
-        return _reference_bytes(codes, t.bits, t.kind == "int")
+    if (t.is_integer and t.bits in (6, 7)) or t.name == "float6_e3m2":
+        return _reference_bytes(codes, t.bits, t.kind == "int", t.is_float)
     if planes is None:
         return pack_weight_tiles(codes, t.bits, pack_layout(dtype))
     u = codes.astype(np.int64) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)
@@ -59,12 +59,13 @@ def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
     return np.concatenate(parts, axis=-1)
 
 
-def _reference_bytes(codes: np.ndarray, bits: int, signed: bool) -> np.ndarray:
-    """6- and 7-bit integers: per tile, thread t's 32 offset-binary codes c in the mma A
-    layout's order; byte e < 4 bits holds c[e] in its low bits; with T = 8 - bits top bits a
-    byte, c[4 bits + 4 j + k]'s bits [T i, T i + T) are the top bits of byte 4 (j bits/T + i)
-    + k; the thread's bytes 0-15, 16-23 (, 24-27) where uint4, uint2 (and uint1) planes keep
-    theirs (at 0, 512 and 768 of the tile)."""
+def _reference_bytes(codes: np.ndarray, bits: int, signed: bool, float_: bool) -> np.ndarray:
+    """6- and 7-bit integers and float6_e3m2: per tile, thread t's 32 codes c (an int's
+    offset-binary) in the mma A layout's order; byte e < 4 bits holds c[e] in its low bits;
+    with T = 8 - bits top bits a byte, c[4 bits + 4 j + k]'s bits [T i, T i + T) are the top
+    bits of byte 4 (j bits/T + i) + k; a float's bytes then have bit bits - 1 at 7 and the top
+    bits one lower; the thread's bytes 0-15, 16-23 (, 24-27) where uint4, uint2 (and uint1)
+    planes keep theirs (at 0, 512 and 768 of the tile)."""
     from tilecraft.quant.qmm import mma_layout
     from tilecraft.quant.qmm_kernel import byte_layout
 
@@ -83,6 +84,9 @@ def _reference_bytes(codes: np.ndarray, bits: int, signed: bool) -> np.ndarray:
                         for i in range(words):
                             field = (c[4 * bits + 4 * j + kk] >> (top * i)) & ((1 << top) - 1)
                             b[4 * (j * words + i) + kk] |= field << bits
+                if float_:
+                    b = [(x & ((1 << (bits - 1)) - 1)) | ((x >> (bits - 1) & 1) << 7)
+                         | ((x >> bits) << (bits - 1)) for x in b]
                 first = 0
                 for count, p, at in ((16, 4, 0), (8, 2, 512), (4, 1, 768))[:bits - 4]:
                     for i, (_, col) in enumerate(byte_layout(1, 1, p).thread_elements(t)):

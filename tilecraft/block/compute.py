@@ -225,33 +225,43 @@ class CastPlanes(Instruction):
 
 @dataclass(frozen=True)
 class CastBytes(Instruction):
-    """`out = cast_bytes(parts, bits, offset)`: unsigned `bits`-bit codes (6 or 7) stored 32 in
-    4 * bits bytes (dtypes/packing.py `pack_bytes`: 4 * bits codes in the bytes' low bits, the
-    rest spread over their top bits) minus the whole number `offset`, converted to out's type
-    as a GPU store does. `parts` are uint8 register tensors; each thread's elements of out form
-    groups of 32, and group g's bytes are, in order, group g of each part's bytes (a part's
-    local bytes split into as many equal groups). quant/qmm.py stores 6- and 7-bit integer
-    weights so, loaded in parts of 16, 8 (and 4) bytes a thread and tile, cast by one
-    `tc::fast_cast_bytes`."""
+    """`out = cast_bytes(parts, dtype, offset, scale)`: codes of `dtype` (6 or 7 bits: unsigned
+    ints, or floats whose every code is finite) stored 32 in 4 * bits bytes (dtypes/packing.py
+    `pack_bytes`: 4 * bits codes in the bytes' low bits, the rest spread over their top bits;
+    a float's bytes with `sign_at_top`), as values: an int's code minus the whole number
+    `offset`, a float's value times 2^scale; converted to out's type as a GPU store does.
+    `parts` are uint8 register tensors; each thread's elements of out form groups of 32, and
+    group g's bytes are, in order, group g of each part's bytes (a part's local bytes split
+    into as many equal groups). quant/qmm.py stores 6- and 7-bit integer weights and
+    float6_e3m2 so, loaded in parts of 16, 8 (and 4) bytes a thread and tile, cast by one
+    `tc::fast_cast_bytes` / `tc::fast_cast_bytes_float`."""
 
     parts: tuple[RegisterTensor, ...]
     out: RegisterTensor
-    bits: int
+    dtype: Any  # the codes' type (a DataType)
     offset: int = 0
+    scale: int = 0
     span: Span | None = field(default=None, compare=False)
     NAME: ClassVar[str] = "cast_bytes"
 
     @classmethod
-    def create(cls, parts: Sequence[RegisterTensor], out: RegisterTensor, bits: int,
-               offset: int = 0, span: Span | None = None) -> CastBytes:
+    def create(cls, parts: Sequence[RegisterTensor], out: RegisterTensor, dtype: Any,
+               offset: int = 0, scale: int = 0, span: Span | None = None) -> CastBytes:
         span = user_span(span)
-        if isinstance(offset, bool) or not isinstance(offset, int):
+        t = dt.resolve(dtype)
+        for name, v in (("offset", offset), ("scale", scale)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TilecraftError("TC603", span, instr="cast_bytes",
+                                     detail=f"{name}={v!r}: a whole number, an int")
+        if t.bits not in dt.packing.BYTES_BITS or not (
+                t.kind == "uint" or (t.is_float and not t.has_nan and not t.has_inf)):
             raise TilecraftError("TC603", span, instr="cast_bytes",
-                                 detail=f"offset={offset!r}: a whole number, an int")
-        if bits not in dt.packing.BYTES_BITS:
+                                 detail=f"{t}: codes in bytes are 6- or 7-bit unsigned ints or "
+                                 "floats with every code finite")
+        if (offset and t.is_float) or (scale and not t.is_float):
             raise TilecraftError("TC603", span, instr="cast_bytes",
-                                 detail=f"bits={bits!r}: codes in bytes are 6 or 7 bits")
-        return cls(tuple(parts), out, bits, offset, span)
+                                 detail="an offset is for ints, a scale for floats")
+        return cls(tuple(parts), out, t, offset, scale, span)
 
     def reads(self):
         return self.parts
@@ -260,9 +270,10 @@ class CastBytes(Instruction):
         return (self.out,)
 
     def script(self) -> str:
-        offset = f", offset={self.offset}" if self.offset else ""
+        extra = f", offset={self.offset}" if self.offset else ""
+        extra += f", scale={self.scale}" if self.scale else ""
         names = ", ".join(x.name for x in self.parts)
-        return f"cast_bytes([{names}], bits={self.bits}{offset}, out={self.out.name})"
+        return f"cast_bytes([{names}], {self.dtype}{extra}, out={self.out.name})"
 
 
 @dataclass(frozen=True)

@@ -243,9 +243,9 @@ def _cast_planes(s: CastPlanes) -> None:
 
 @_check(CastBytes)
 def _cast_bytes(s: CastBytes) -> None:
-    out, size = s.out.layout, 4 * s.bits
+    out, size = s.out.layout, 4 * s.dtype.bits
     if out.local_size % 32:
-        raise _bad(s, f"`{s.out.name}` holds {out.local_size} elements a thread: {s.bits}-bit "
+        raise _bad(s, f"`{s.out.name}` holds {out.local_size} elements a thread: {s.dtype} "
                    f"codes in bytes come in groups of 32 ({size} bytes)")
     if not s.parts:
         raise _bad(s, "no parts: the bytes come from one or more uint8 register tensors")

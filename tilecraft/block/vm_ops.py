@@ -299,16 +299,22 @@ def _cast_planes(vm: BlockVM, s: CastPlanes) -> None:
 @rule(CastBytes)
 def _cast_bytes(vm: BlockVM, s: CastBytes) -> None:
     """Each thread's groups of 4 * bits bytes (group g of every part, in order) decoded to 32
-    codes (dtypes/packing.py `unpack_bytes`), minus the offset (whole numbers: exact),
-    converted as a store to out's type converts."""
+    codes (dtypes/packing.py `unpack_bytes`; floats' bytes with the sign at the top), an int's
+    minus the offset (whole numbers: exact), a float's value times 2^scale (a power of two:
+    exact), converted as a store to out's type converts."""
     from tilecraft.dtypes.packing import unpack_bytes
 
     out = s.out.layout
     groups = out.local_size // 32
     parts = [vm.register(x).astype(np.int64).reshape(out.num_threads, groups, -1)
              for x in s.parts]
-    codes = unpack_bytes(np.concatenate(parts, axis=-1).reshape(out.num_threads, -1), s.bits)
-    values = codes.astype(np.float64) - s.offset
+    t = s.dtype
+    codes = unpack_bytes(np.concatenate(parts, axis=-1).reshape(out.num_threads, -1), t.bits,
+                         sign_at_top=t.is_float)
+    if t.is_float:
+        values = values_of(t, codes).astype(np.float64) * 2.0 ** s.scale
+    else:
+        values = codes.astype(np.float64) - s.offset
     vm.regs[s.out] = np.ascontiguousarray(store_cast(s.out.dtype, values))
 
 

@@ -67,15 +67,17 @@ def unpack(data: Any, dtype: Any, count: int | None = None) -> np.ndarray:
 
 # ---- 6- and 7-bit codes in bytes ----------------------------------------------------------------
 # Another storage of B-bit codes (B = 6, 7), 32 codes in 4 B bytes (the quantized matmul's 6- and
-# 7-bit integer weights: quant/qmm.py): code e < 4 B is the low B bits of byte e; the other
-# 4 (8 - B) codes are spread over the bytes' top T = 8 - B bits: code 4 B + 4 j + k (k < 4) has
-# bits [T i, T i + T) in the top bits of byte 4 (j B / T + i) + k. A GPU casts it with byte
-# permutes (block `cast_bytes`, fast_cast.cuh). (7 bits: 28 codes in bytes, 4 spread over 7
-# bytes' top bits each; 6 bits: 24 and 8 spread over 3 bytes' top two bits each.)
+# 7-bit integer weights and float6_e3m2's: quant/qmm.py): code e < 4 B is the low B bits of byte
+# e; the other 4 (8 - B) codes are spread over the bytes' top T = 8 - B bits: code 4 B + 4 j + k
+# (k < 4) has bits [T i, T i + T) in the top bits of byte 4 (j B / T + i) + k. With
+# `sign_at_top` (floats: a GPU places the byte under the half's sign bit) every byte then has its
+# bit B - 1 (the code's top bit, a float's sign) moved to bit 7 and its bits B..7 down by one. A
+# GPU casts it with byte permutes (block `cast_bytes`, fast_cast.cuh). (7 bits: 28 codes in
+# bytes, 4 spread over 7 bytes' top bits each; 6 bits: 24 and 8 spread over 3 bytes' top two.)
 BYTES_BITS = (6, 7)
 
 
-def pack_bytes(codes: Any, bits: int) -> Any:
+def pack_bytes(codes: Any, bits: int, sign_at_top: bool = False) -> Any:
     """Unsigned `bits`-bit codes [..., 32 g] -> their bytes [..., 4 bits g], group by group
     (numpy or torch, on the codes' device)."""
     top, words = 8 - bits, bits // (8 - bits)  # top bits a byte; words a spread code takes
@@ -84,14 +86,20 @@ def pack_bytes(codes: Any, bits: int) -> Any:
     spread = u[..., 4 * bits:].reshape(*u.shape[:-1], top, 1, 4)  # [.., g, j, 1, k]
     tops = _cat([(spread >> (top * i)) & ((1 << top) - 1) for i in range(words)], axis=-2)
     out = (low & ((1 << bits) - 1)) | (tops.reshape(low.shape) << bits)
+    if sign_at_top:  # (bit bits - 1 to 7, bits bits..7 down one)
+        out = (out & ((1 << (bits - 1)) - 1)) | (((out >> (bits - 1)) & 1) << 7) \
+            | ((out >> bits) << (bits - 1))
     return out.reshape(*codes.shape[:-1], -1)
 
 
-def unpack_bytes(data: Any, bits: int) -> Any:
+def unpack_bytes(data: Any, bits: int, sign_at_top: bool = False) -> Any:
     """The inverse of `pack_bytes`: bytes [..., 4 bits g] -> codes [..., 32 g] (the bytes'
     type)."""
     top, words = 8 - bits, bits // (8 - bits)
     b = data.reshape(*data.shape[:-1], -1, 4 * bits)
+    if sign_at_top:
+        b = (b & ((1 << (bits - 1)) - 1)) | (((b >> 7) & 1) << (bits - 1)) \
+            | (((b >> (bits - 1)) & ((1 << top) - 1)) << bits)
     tops = (b >> bits).reshape(*b.shape[:-1], top, words, 4)  # [.., g, j, i, k]
     spread = sum(tops[..., i, :] << (top * i) for i in range(words))  # [.., g, j, k]
     low = b & ((1 << bits) - 1)

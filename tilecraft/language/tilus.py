@@ -219,21 +219,22 @@ def cast_planes(hi: RegisterTensor, lo: RegisterTensor, dtype: Any, out_dtype: A
     return out
 
 
-def cast_bytes(parts: Any, bits: int, out_dtype: Any, layout: Any,
-               offset: int = 0) -> RegisterTensor:
-    """Unsigned `bits`-bit codes (6 or 7) stored 32 in 4 * bits bytes
-    (`tilecraft.dtypes.packing.pack_bytes`: 4 * bits codes in the bytes' low bits, the rest
-    spread over their top bits), minus the whole number `offset`, as `out_dtype` in `layout`.
-    `parts`: one or more uint8 register tensors (a tensor or a list); each thread's elements of
-    the result form groups of 32 whose bytes are, in order, the matching group of each part's
-    bytes. The quantized matmul stores 6- and 7-bit integer weights so (quant/qmm.py): one fast
-    routine of byte permutes, about 1.6-1.7 instructions a code."""
+def cast_bytes(parts: Any, dtype: Any, out_dtype: Any, layout: Any, offset: int = 0,
+               scale: int = 0) -> RegisterTensor:
+    """Codes of `dtype` (6 or 7 bits: unsigned ints, or floats whose every code is finite)
+    stored 32 in 4 * bits bytes (`tilecraft.dtypes.packing.pack_bytes`: 4 * bits codes in the
+    bytes' low bits, the rest spread over their top bits; floats' bytes with `sign_at_top`),
+    as `out_dtype` in `layout`: an int's code minus the whole number `offset`, a float's value
+    times 2^scale. `parts`: one or more uint8 register tensors (a tensor or a list); each
+    thread's elements of the result form groups of 32 whose bytes are, in order, the matching
+    group of each part's bytes. The quantized matmul stores 6- and 7-bit integer weights and
+    float6_e3m2 so (quant/qmm.py): one fast routine of byte permutes."""
     from tilecraft.block import CastBytes
 
     items = parts if isinstance(parts, (list, tuple)) else [parts]
     regs = [as_register(x, "cast_bytes") for x in items]
     out = _register(out_dtype, layout, "cast")
-    in_kernel("T.cast_bytes").emit(CastBytes.create(regs, out, bits, offset,
+    in_kernel("T.cast_bytes").emit(CastBytes.create(regs, out, dtype, offset, scale,
                                                      span=current_span()))
     return out
 

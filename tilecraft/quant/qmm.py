@@ -16,9 +16,10 @@ interleaved
 the kernel's cast turns into the mma's order with no byte permutes. 3- and 5-bit integers are
 stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, each tile's planes side by
 side (128 * bits bytes in all); 6-bit floats likewise as uint2 (sign, top magnitude bit) + uint4
-(low bits) of their codes. 6- and 7-bit integers are stored as codes in bytes: each thread's 32
-codes of a tile in 4 * bits bytes (dtypes/packing.py `pack_bytes`), in parts where uint4, uint2
-(and uint1) planes would lie (`bytes_parts`), cast by byte permutes.
+(low bits) of their codes, but for float6_e3m2: it and the 6- and 7-bit integers are stored as
+codes in bytes, each thread's 32 codes of a tile in 4 * bits bytes (dtypes/packing.py
+`pack_bytes`), in parts where uint4, uint2 (and uint1) planes would lie (`bytes_parts`), cast
+by byte permutes.
 
 `quant_matmul(x2d, qweight, bias)` is the entry (`tilecraft.quant.matmul` checks the user's
 arguments first): it picks tile sizes (`choose_config`; fewer stages where shared memory keeps
@@ -66,7 +67,7 @@ def plane_bits(dtype: Any) -> tuple[int, ...] | None:
     `tc::fast_cast_float_planes` places with a window and a mask each, session 19.)"""
     t = resolve(dtype)
     if t.is_float:
-        return (2, 4) if t.bits == 6 and t.f16_headroom else None
+        return (2, 4) if t.bits == 6 and t.f16_headroom and not in_bytes(t) else None
     if not t.is_integer:
         return None
     return {3: (2, 1), 5: (4, 1)}.get(t.bits)
@@ -74,10 +75,10 @@ def plane_bits(dtype: Any) -> tuple[int, ...] | None:
 
 def in_bytes(dtype: Any) -> bool:
     """Whether `dtype` is stored as codes in bytes (`bytes_parts`): the 6- and 7-bit integers
-    (session 24; before, as bit planes 4 + 2 and 4 + 2 + 1, whose casts cost about 2.2 and 3
-    instructions a code against 1.6 and 1.7)."""
+    and float6_e3m2 (session 24; before, as bit planes 4 + 2 and 4 + 2 + 1, and float6 as 2 + 4,
+    whose casts cost about 2.2, 3 and 2.4 instructions a code against 1.6, 1.7 and 1.2)."""
     t = resolve(dtype)
-    return t.is_integer and t.bits in (6, 7)
+    return (t.is_integer and t.bits in (6, 7)) or t.name == "float6_e3m2"
 
 
 def bytes_parts(bits: int) -> tuple[tuple[int, int, int], ...]:
@@ -143,9 +144,10 @@ def unpack_codes(packed: Any, dtype: Any) -> Any:
 
 
 def _pack_bytes(codes: Any, t: Any) -> Any:
-    """6- or 7-bit integer codes (N, K) -> the packed tiles: each thread's 32 offset-binary codes
-    of a tile, in `mma_layout()`'s order, as 4 * bits bytes (dtypes/packing.py `pack_bytes`),
-    placed where the kernel's loads read them (`bytes_parts`)."""
+    """6- or 7-bit integer codes (N, K), or float6_e3m2's, -> the packed tiles: each thread's 32
+    codes of a tile (an int's offset-binary), in `mma_layout()`'s order, as 4 * bits bytes
+    (dtypes/packing.py `pack_bytes`; a float's with the sign at the top), placed where the
+    kernel's loads read them (`bytes_parts`)."""
     import torch
 
     from tilecraft.dtypes.packing import pack_bytes
@@ -155,7 +157,7 @@ def _pack_bytes(codes: Any, t: Any) -> Any:
     u = codes.to(torch.uint8) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)
     tiles = u.reshape(N // 16, 16, K // 64, 64).permute(0, 2, 1, 3)
     per_thread = tiles[:, :, table[..., 0], table[..., 1]]  # [N/16, K/64, 32, 32]
-    b = pack_bytes(per_thread, t.bits)  # [.., 32, 4 bits]
+    b = pack_bytes(per_thread, t.bits, sign_at_top=t.is_float)  # [.., 32, 4 bits]
     out = torch.empty(N // 16, K // 64, 128 * t.bits, dtype=torch.uint8, device=codes.device)
     at = 0
     for (n, _, _), cols in zip(bytes_parts(t.bits), _bytes_columns(t.bits)):
@@ -173,7 +175,7 @@ def _unpack_bytes(packed: Any, t: Any) -> Any:
     nt, kt = int(packed.shape[0]), int(packed.shape[1])
     parts = [packed[:, :, torch.as_tensor(cols, device=packed.device)]
              for cols in _bytes_columns(t.bits)]
-    per_thread = unpack_bytes(torch.cat(parts, dim=-1), t.bits)  # [N/16, K/64, 32, 32]
+    per_thread = unpack_bytes(torch.cat(parts, dim=-1), t.bits, sign_at_top=t.is_float)
     table = torch.as_tensor(mma_layout().index_table(), device=packed.device)
     tiles = torch.empty(nt, kt, 16, 64, dtype=torch.uint8, device=packed.device)
     tiles[:, :, table[..., 0], table[..., 1]] = per_thread
@@ -210,8 +212,8 @@ def _decode_traits(bits: int, wtype: Any, N: int) -> tuple[int, int, bool, bool]
     if integer:
         factor = {3: 8, 5: 4}.get(bits, 1)
         return factor, 3 if bits == 7 else 4, True, True
-    if bits == 4 or plane_bits(t):  # float4 (interleaved words), 6-bit floats (two planes):
-        return 1, 4, True, True      # short casts, the scale folded in
+    if bits == 4 or plane_bits(t) or in_bytes(t):  # float4 (interleaved words), 6-bit floats
+        return 1, 4, True, True  # (two planes; e3m2 in bytes): short casts, the scale folded in
     return 4, 4, True, False  # the other floats (long: unrolled by two)
 
 

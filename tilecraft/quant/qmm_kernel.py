@@ -72,10 +72,11 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     c_layout = spatial(warps, 1) * local(rows, 1) * pack_layout(wtype)  # the codes as packed
     planes = plane_bits(wtype)  # 3/5-bit ints: planes of the offset-binary code
     fplanes = planes is not None and resolve(wtype).is_float  # 6-bit floats: two planes
-    as_bytes = in_bytes(wtype)  # 6-, 7-bit ints: offset-binary codes in bytes, 32 in 4 bits
+    as_bytes = in_bytes(wtype)  # 6-, 7-bit ints (offset-binary), float6_e3m2: codes in bytes
     offset = (1 << (bits - 1)) if (planes or as_bytes) and resolve(wtype).kind == "int" else 0
     # (a whole zero point joins the offset the bytes' cast subtracts: at most 127 in all)
-    fused_zero = as_bytes and float(zero).is_integer() and 0 <= offset + zero < 128
+    fused_zero = as_bytes and not resolve(wtype).is_float and float(zero).is_integer() \
+        and 0 <= offset + zero < 128
     zero = int(zero) if fused_zero else zero
     plane_at = [(p, sum(planes[:i]) * 128, bits - sum(planes[:i + 1]))  # (bits, bytes, shift)
                 for i, p in enumerate(planes or ())]
@@ -137,10 +138,11 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                         for _, p, at in bytes_parts(bits):
                             parts.append(T.load_shared(W_s, layout=byte_layout(warps, rows, p),
                                                        offset=[0, j * tile_bytes + at]))
-                        w = T.cast_bytes(parts, bits, xtype, layout=w_layout,
-                                         offset=offset + (zero if fused_zero else 0))
-                        if zero != 0 and not fused_zero:
-                            w = w - zero
+                        if resolve(wtype).is_float:  # (times 2^-fold: no multiply at the bottom)
+                            w = T.cast_bytes(parts, wtype, xtype, layout=w_layout, scale=-fold)
+                        else:
+                            w = T.cast_bytes(parts, f"uint{bits}", xtype, layout=w_layout,
+                                             offset=offset + (zero if fused_zero else 0))
                     elif fplanes:  # a float's codes from its two planes, one cast
                         v = []
                         for p, at, _ in plane_at:
@@ -181,7 +183,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                         w = w - zf
                     elif has_zeros and not zero_fma:
                         w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
-                    elif zero != 0 and (fplanes or not planes) and not as_bytes:  # (else: cast)
+                    elif zero != 0 and (fplanes or not planes) and not fused_zero:  # (else: cast)
                         w = w - zero
                     if acc_scale:
                         T.gemm(w, X_s[:, j * 64:(j + 1) * 64], part, transpose_B=True,

@@ -69,22 +69,33 @@ class CastPrinter:
                "// planes: fields in place, per pair SHF + LOP3 each")
 
     def _CastBytes(self, s: CastBytes) -> None:
-        """6- or 7-bit codes in bytes, to f16 / bf16 minus an offset below 128, from at most
-        three parts of whole words a group: `tc::fast_cast_bytes` (anything else is refused)."""
-        out, n = s.out.dtype, s.out.layout.local_size
+        """6- or 7-bit codes in bytes, to f16 / bf16, from at most three parts of whole words
+        a group: ints minus an offset below 128 by `tc::fast_cast_bytes`, floats with 2
+        mantissa bits times 2^S (S <= 0, down to the biases' difference) by
+        `tc::fast_cast_bytes_float` (anything else is refused)."""
+        t, out, n = s.dtype, s.out.dtype, s.out.layout.local_size
         sizes = [x.layout.local_size * 32 // n for x in s.parts]  # (bytes a group: verified)
-        if out.name not in ("float16", "bfloat16") or not 0 <= s.offset < 128 \
-                or len(sizes) > 3 or any(b % 4 for b in sizes):
-            raise self.refuse(s, f"cast_bytes of {s.bits}-bit codes to {out} minus {s.offset} "
-                              f"from parts of {sizes} bytes a group (tilecraft casts codes in "
-                              "bytes to f16 or bf16, minus 0..127, from at most three parts of "
-                              "whole words a group)")
+        bottom = -((127 if out.name == "bfloat16" else 15) - t.bias) if t.is_float else 0
+        kind_ok = (0 <= s.offset < 128) if not t.is_float else \
+            t.mantissa_bits == 2 and bottom <= s.scale <= 0
+        if out.name not in ("float16", "bfloat16") or not kind_ok or len(sizes) > 3 \
+                or any(b % 4 for b in sizes):
+            raise self.refuse(s, f"cast_bytes of {t} to {out} (offset {s.offset}, scale "
+                              f"2^{s.scale}) from parts of {sizes} bytes a group (tilecraft "
+                              "casts codes in bytes to f16 or bf16 from at most three parts of "
+                              "whole words a group: ints minus 0..127, floats with 2 mantissa "
+                              f"bits times 2^s for {bottom} <= s <= 0)")
         sizes += [0] * (3 - len(sizes))
         names = [self.tensor(x) for x in s.parts] + ["nullptr"] * (3 - len(s.parts))
         bf16 = "true" if out.name == "bfloat16" else "false"
-        self.w(f"tc::fast_cast_bytes<{s.bits}, {bf16}, {n}, {s.offset}, {sizes[0]}, {sizes[1]}, "
-               f"{sizes[2]}>({', '.join(names)}, {self.tensor(s.out)});  "
-               f"// {s.bits}-bit codes in bytes: per word LOP3 + 2 PRMT + 2 subtractions")
+        parts = f"{sizes[0]}, {sizes[1]}, {sizes[2]}"
+        if t.is_float:
+            func = f"tc::fast_cast_bytes_float<{t.bits}, {t.exponent_bits}, {bf16}, {n}, " \
+                f"{s.scale}, {parts}>"
+        else:
+            func = f"tc::fast_cast_bytes<{t.bits}, {bf16}, {n}, {s.offset}, {parts}>"
+        self.w(f"{func}({', '.join(names)}, {self.tensor(s.out)});  "
+               f"// {t} in bytes: per word LOP3 + 2 PRMT (+ the subtractions)")
 
     def fast_cast(self, s: Cast) -> bool:
         """Print `s` by its fast plan; False when it has none."""

@@ -23,6 +23,9 @@
 //       minus T: each 32 codes in 4 B bytes (P0 + P1 + P2 of them from a, b, c), 4 B codes in
 //       the bytes' low bits, the rest spread over their top bits (the 6- and 7-bit ints'
 //       storage: quant/qmm.py, dtypes/packing.py `pack_bytes`)
+//   fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>(a, b, c, dst)  B-bit floats with 2
+//       mantissa bits (float6_e3m2, float7_e4m2; every code finite) in bytes, each byte's sign
+//       at bit 7 (`pack_bytes(..., sign_at_top=True)`), times 2^S (S <= 0; none at the bottom)
 //   fast_cast_e4m3_cvt<N>(src, dst)  float8_e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (sm_89+), NaNs as
 //       fast_cast_float makes them (a thread with a NaN code casts again by it)
 //   fast_cast_float<E, M, SPECIAL, BF16, N, ILV, S>(src, dst) 1 + E + M bit floats (f16: E <= 4,
@@ -656,6 +659,56 @@ TC_DEVICE void fast_cast_bytes(const void* a, const void* b, const void* c, void
   }
 }
 
+// B-bit floats of E exponent and 2 mantissa bits in bytes (the layout above, each byte's sign at
+// bit 7 and its spare bits at B - 1..6): per word one LOP3 clears the spare bits and two PRMTs
+// put the bytes in the halves' high bytes, where sign, exponent and mantissa are already an f16
+// of value code * 2^-(15 - bias) (subnormals too), so at the bottom of S nothing else is done
+// (else one multiply); to bf16 each pair moves its magnitude down 3 (SHF + 2 LOP3) and is
+// multiplied by 2^(127 - bias + S). The spread codes gather in the same byte layout (a SHF and
+// a LOP3 a word; the word holding each code's sign bit, one more pair).
+template <int B, int E, bool BF16, int N, int S = 0, int P0 = 4 * B, int P1 = 0, int P2 = 0>
+TC_DEVICE void fast_cast_bytes_float(const void* a, const void* b, const void* c, void* dst) {
+  static_assert((B == 6 || B == 7) && B == 1 + E + 2, "6- or 7-bit floats with 2 mantissa bits");
+  static_assert(N % 32 == 0, "whole groups of 32 codes");
+  static_assert(P0 + P1 + P2 == 4 * B && P0 % 4 == 0 && P1 % 4 == 0 && P2 % 4 == 0,
+                "4 B bytes a group, whole words from each part");
+  constexpr int T = 8 - B, R = B / T, BIAS = (1 << (E - 1)) - 1, BIASD = BF16 ? 127 : 15;
+  constexpr int UP = BIASD - BIAS + S, MD = BF16 ? 7 : 10;
+  static_assert(S <= 0 && UP >= 0, "times 2^S, S <= 0: down to the codes' own bits");
+  constexpr u32 keep = (((1u << (B - 1)) - 1u) | 0x80u) * 0x01010101u;  // all but the spare
+  constexpr u32 scale = (u32(UP + BIASD) << MD) * 0x10001u;
+  constexpr u32 mag = ((1u << (B - 1)) - 1u) << 5;  // bf16: the magnitude, 3 below the f16's
+  auto out = [&](int pair, u32 h) {
+    if (BF16) h = and_or(h >> 3, mag * 0x10001u, h & 0x80008000u);
+    put2<N>(dst, pair, UP ? mul2<BF16>(h, scale) : h);
+  };
+#pragma unroll
+  for (int g = 0; g < N / 32; ++g) {
+    u32 spread[T] = {};  // word j, byte k: code 4 B + 4 j + k, in the stored byte layout
+#pragma unroll
+    for (int i = 0; i < B; ++i) {
+      const int at = 4 * i;
+      const u32 w = at < P0 ? part_word<P0>(a, g, i)
+                  : at < P0 + P1 ? part_word<P1>(b, g, (at - P0) / 4)
+                                 : part_word<P2>(c, g, (at - P0 - P1) / 4);
+      const int j = i / R, f = i % R, s = T * f;  // field f of code bits [s, s + T)
+      const int low = f < R - 1 ? T : T - 1;      // its bits below the code's top bit
+      if (low)
+        spread[j] = and_or(w >> (B - 1 - s), (((1u << low) - 1u) << s) * 0x01010101u, spread[j]);
+      if (f == R - 1)  // (the code's top bit, a float's sign: spare bit 6 to bit 7)
+        spread[j] = and_or(w << 1, 0x80808080u, spread[j]);
+      const u32 v = w & keep;
+      out(16 * g + 2 * i, prmt(v, 0u, 0x1404u));
+      out(16 * g + 2 * i + 1, prmt(v, 0u, 0x3424u));
+    }
+#pragma unroll
+    for (int j = 0; j < T; ++j) {
+      out(16 * g + 2 * B + 2 * j, prmt(spread[j], 0u, 0x1404u));
+      out(16 * g + 2 * B + 2 * j + 1, prmt(spread[j], 0u, 0x3424u));
+    }
+  }
+}
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 // the two float8_e4m3 codes in the low 16 bits of `a` as an f16 pair (sm_89+)
 TC_DEVICE u32 cvt_e4m3x2(u32 a) {
@@ -686,6 +739,7 @@ TC_DEVICE void fast_cast_e4m3_cvt(const void* src, void* dst) {
 }  // namespace fast
 
 using fast::fast_cast_bytes;
+using fast::fast_cast_bytes_float;
 using fast::fast_cast_float;
 using fast::fast_cast_float_planes;
 using fast::fast_cast_int;
