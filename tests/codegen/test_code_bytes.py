@@ -188,3 +188,27 @@ def test_two_tiles_a_warp_cast_two_groups_a_thread(dtype, scheme, M, device):
     y = qmm.quant_matmul(x, qw, config=cfg)
     ref = x.double() @ qw.dequantize().double().T.to(device)
     assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.parametrize("M, wtype, xtype, want", [
+    (1, "uint6", "float16", "tc::fast_cast_bytes_z<6, false, 32, 16, 8, 0>"),
+    (16, "uint7", "bfloat16", "tc::fast_cast_bytes_z<7, true, 32, 16, 8, 4>"),
+    (4096, "uint7", "float16", "tc::fast_cast_bytes_z<7, false, 32, 16, 8, 4>")])
+def test_zero_codes_join_the_bytes_cast_as_its_subtrahends(M, wtype, xtype, want):
+    """(asymmetric uint6 / uint7: each pair's zero points in the magic subtrahend, no
+    subtraction of its own and no X sums for the zeros)"""
+    N, K = 256, 1024
+    cfg = dict(choose_config(M, N, K, resolve(wtype).bits, 128, wtype), zero_codes=True)
+    src = generate_cuda(qmm_kernel(M, N, K, wtype, xtype, 128, 0, True, False, **cfg).func,
+                        "sm_90a").source
+    assert want in src and "const tc::u32 zs" in src
+    assert "tc::fast_cast_bytes<" not in src and "xsum" not in src
+
+
+def test_asymmetric_6_and_7_bit_weights_take_zero_codes():
+    import tilecraft.quant as quant
+    from tilecraft.quant import qmm
+
+    for dtype in ("uint6", "uint7"):
+        qw = quant.quantize(torch.randn(128, 256), dtype)
+        assert qw.zeros is not None and qmm.zero_codes(qw) is not None

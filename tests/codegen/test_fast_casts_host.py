@@ -501,3 +501,56 @@ def test_floats_in_bytes_are_cast_exactly(tmp_path):
         got = np.array(rows[k])
         bad = np.argwhere(got != np.array(wants[k]))
         assert bad.size == 0, (s.name, dst, n, scale, [(int(c), int(i)) for c, i in bad[:4]])
+
+
+def test_codes_in_bytes_minus_zero_points_per_element_are_cast_exactly(tmp_path):
+    """`fast_cast_bytes_z<B, BF16, N, P0, P1, P2>`: the same bytes minus each element's own
+    whole zero point (the subtrahends magic + T a half, T < 128), every code at every position,
+    zero points from 0 to 127 varying by element: bit for bit the interpreter's cast, then the
+    subtraction (the fused form of the quantized matmul's per-group zero codes)."""
+    from tilecraft.dtypes.packing import pack_bytes
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    cases = [(b, n, dst) for b in (6, 7) for n in (32, 64) for dst in ("float16", "bfloat16")]
+    calls, wants = [], []
+    for k, (b, n, dst) in enumerate(cases):
+        parts = ((16, 8, 4) if b == 7 else (16, 8, 0))
+        rows, zrows, want = [[], [], []], [], []
+        magic = 0x4300 if dst == "bfloat16" else 0x6400
+        for c in range(1 << b):
+            codes = (c + 5 * np.arange(n)) % (1 << b)
+            zeros = (3 * c + 11 * np.arange(n)) % 128  # (T per element: 0..127)
+            groups = pack_bytes(codes.astype(np.uint8), b).reshape(n // 32, 4 * b)
+            at = 0
+            for p, size in enumerate(parts):
+                rows[p].append(groups[:, at:at + size].ravel().tolist() or [0])
+                at += size
+            zrows.append([(magic + int(zeros[2 * q])) | (magic + int(zeros[2 * q + 1])) << 16
+                          for q in range(n // 2)])
+            want.append(np.asarray(store_cast(dt.resolve(dst), (codes - zeros).astype(np.float64)))
+                        .view(np.uint16).astype(np.int64))
+        wants.append(want)
+        table = lambda rs: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rs)  # noqa
+        func = (f"tc::fast_cast_bytes_z<{b}, {'true' if dst == 'bfloat16' else 'false'}, {n}, "
+                f"{parts[0]}, {parts[1]}, {parts[2]}>")
+        decls = "\n".join(
+            f"  alignas(4) static const unsigned char p{p}[{1 << b}][{len(rows[p][0])}] = "
+            f"{{{table(rows[p])}}};" for p in range(3))
+        calls.append(f"""{{
+{decls}
+  static const unsigned zs[{1 << b}][{n // 2}] = {{{table(zrows)}}};
+  for (int c = 0; c < {1 << b}; ++c) {{
+    unsigned short o[{n}];
+    {func}(p0[c], p1[c], p2[c], zs[c], o);
+    printf("{k}");
+    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
+    printf("\\n");
+  }}
+}}""")
+    rows = _run(cxx, tmp_path, calls)
+    for k, (b, n, dst) in enumerate(cases):
+        got = np.array(rows[k])
+        bad = np.argwhere(got != np.array(wants[k]))
+        assert bad.size == 0, (b, n, dst, [(int(c), int(i)) for c, i in bad[:4]])

@@ -169,10 +169,13 @@ def test_whole_zero_points_go_to_the_kernel_as_codes_and_others_as_themselves(dt
     _check(torch.randn(3, 128, dtype=torch.float16), qw)
 
 
-def test_zero_codes_are_only_for_unsigned_4_and_8_bit_weights():
-    for dtype in ("uint2", "uint3", "int4", "uint6"):
+def test_zero_codes_are_only_for_unsigned_4_6_7_and_8_bit_weights():
+    for dtype in ("uint2", "uint3", "int4", "uint5", "int6"):
         qw = quant.quantize(weight(64, 128), dtype, group_size=64, scheme="asymmetric")
         assert qmm.zero_codes(qw) is None, dtype
+    for dtype in ("uint4", "uint6", "uint7", "uint8"):
+        qw = quant.quantize(weight(64, 128), dtype, group_size=64, scheme="asymmetric")
+        assert qmm.zero_codes(qw) is not None, dtype
 
 
 @pytest.mark.gpu

@@ -123,6 +123,7 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
     for seq in walk(program.body):
         if isinstance(seq, SeqStmt):
             _fuse_cast_readers(seq.stmts, plans, readers, target)
+            _fuse_bytes_zeros(seq.stmts, plans, readers)
             _fuse_plane_sums(seq.stmts, plans, readers)
             _fuse_operand_loads(seq.stmts, plans)
     return plans
@@ -195,6 +196,35 @@ def _fuse_cast_readers(stmts, plans: dict, readers: dict, target) -> None:
             plans[id(sub)] = fused
             what = "multiplication" if fused.scale else "subtraction of its zero point"
             plans[id(cast)] = Fused(id(sub), f"the {what} below")
+
+
+def _fuse_bytes_zeros(stmts, plans: dict, readers: dict) -> None:
+    """A `cast_bytes` of integer codes whose only reader, later in the same sequence, subtracts
+    per-element whole zero points (the cast of `codes & m`, broadcast: the quantized matmul's
+    zero codes), nothing writing its parts or the codes in between: that reader prints as one
+    cast whose per-pair subtrahends hold the zero points (select_cast.fused_bytes_codes)."""
+    from .compute import CastBytes
+    from .select_cast import fused_bytes_codes
+
+    for i, cast in enumerate(stmts):
+        if not isinstance(cast, CastBytes) or id(cast) in plans:
+            continue
+        users = readers.get(cast.out, [])
+        if len(users) != 1:
+            continue
+        sub = users[0]
+        j = next((j for j in range(i + 1, len(stmts)) if stmts[j] is sub), None)
+        if j is None or any(p in _writes(x) for x in stmts[i + 1:j] for p in cast.parts):
+            continue
+        made = {t: x for x in stmts[:j] for t in _writes(x)}  # (the last writer)
+        fused = fused_bytes_codes(sub, cast, made)
+        if fused is None:
+            continue
+        k = next(k for k, x in enumerate(stmts[:j]) if x is made[sub.b])
+        if any(fused.codes in _writes(x) for x in stmts[k + 1:j]):
+            continue
+        plans[id(sub)] = fused
+        plans[id(cast)] = Fused(id(sub), "the subtraction of its zero points below")
 
 
 def _fuse_plane_sums(stmts, plans: dict, readers: dict) -> None:

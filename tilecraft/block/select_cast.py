@@ -236,6 +236,53 @@ def fused_codes(sub: BinaryOp, cast: Cast, plan: CastPlan, made: dict) -> FusedC
                      slots=tuple(int(x) for x in slots[0]))
 
 
+@dataclass(frozen=True)
+class FusedBytes:
+    """`out = cast_bytes(...) - cast(codes)`: integer codes in bytes minus per-element whole
+    zero points, one `fast_cast_bytes_z` whose per-pair subtrahends hold them (`slots`: for
+    each result, the register of `codes` holding its zero point)."""
+
+    cast: Any  # the CastBytes
+    codes: Any
+    slots: tuple
+    func: str
+
+
+def fused_bytes_codes(sub: BinaryOp, cast: Any, made: dict) -> FusedBytes | None:
+    """The fused plan for `sub` = `cast.out - cast(codes)` with `cast` a `cast_bytes` of
+    integer codes to f16 / bf16 and `codes` unsigned integers (each result's zero point,
+    broadcast) that, with the cast's offset, stay below 128 (`x & m`, as in `fused_codes`);
+    else None."""
+    from tilecraft.block.broadcast import broadcast_slots
+
+    from .tensors import RegisterTensor
+
+    out = cast.out.dtype
+    if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
+            or sub.out.dtype != out or not isinstance(sub.b, RegisterTensor) \
+            or cast.dtype.is_float or out.name not in ("float16", "bfloat16"):
+        return None
+    zf = made.get(sub.b)
+    if not isinstance(zf, Cast) or zf.out.dtype != out or zf.out.layout != zf.src.layout:
+        return None
+    codes = zf.src
+    top = _largest(codes, made)
+    if top is None or not 0 <= cast.offset or cast.offset + top >= 128:
+        return None
+    slots = broadcast_slots(cast.out.layout, codes.layout)
+    if (slots < 0).any() or not (slots == slots[0]).all():
+        return None
+    n = cast.out.layout.local_size
+    sizes = [x.layout.local_size * 32 // n for x in cast.parts]
+    if len(sizes) > 3 or any(b % 4 for b in sizes):
+        return None
+    sizes += [0] * (3 - len(sizes))
+    bf16 = "true" if out.name == "bfloat16" else "false"
+    func = f"tc::fast_cast_bytes_z<{cast.dtype.bits}, {bf16}, {n}, " \
+        f"{sizes[0]}, {sizes[1]}, {sizes[2]}>"
+    return FusedBytes(cast, codes, tuple(int(x) for x in slots[0]), func)
+
+
 def _largest(codes, made: dict) -> int | None:
     """The largest value `codes` (an unsigned integer register tensor) can hold: m for
     `x & m`, else its type's; None for other types."""

@@ -12,7 +12,7 @@ thing `_Cast` asks (compute.py); without a plan the element-wise form prints.
 from __future__ import annotations
 
 from tilecraft.block.compute import BinaryOp, Cast, CastBytes, CastPlanes
-from tilecraft.block.select_cast import CastPlan, FusedCast
+from tilecraft.block.select_cast import CastPlan, FusedBytes, FusedCast
 from tilecraft.block.select_planes import PlaneCast
 
 
@@ -25,6 +25,18 @@ class CastPrinter:
             srcs = [self.tensor(t) for t in plan.srcs] + ["nullptr"] * (3 - len(plan.srcs))
             self.w(f"{plan.func}({', '.join(srcs)}, {self.tensor(s.out)});  // bit planes: "
                    "their fields OR'd under the magic number, one subtraction")
+            return True
+        if isinstance(plan, FusedBytes):  # each pair's subtrahend: magic + offset + its zeros
+            c = plan.cast
+            magic = 0x4300 if c.out.dtype.name == "bfloat16" else 0x6400
+            codes, zs = self.tensor(plan.codes), f"zs{len(self.lines)}"
+            half = [f"({magic + c.offset}u + tc::u32({codes}[{k}]))" for k in plan.slots]
+            pairs = [f"{half[2 * p]} | ({half[2 * p + 1]} << 16)" for p in range(len(half) // 2)]
+            self.w(f"const tc::u32 {zs}[{len(pairs)}] = {{{', '.join(pairs)}}};")
+            names = [self.tensor(x) for x in c.parts] + ["nullptr"] * (3 - len(c.parts))
+            self.w(f"{plan.func}({', '.join(names)}, {zs}, {self.tensor(s.out)});  // "
+                   f"{c.dtype} in bytes, then - `{plan.codes.buffer.name}`: each zero point "
+                   "joins the magic number")
             return True
         if not isinstance(plan, FusedCast):
             return False

@@ -23,6 +23,8 @@
 //       minus T: each 32 codes in 4 B bytes (P0 + P1 + P2 of them from a, b, c), 4 B codes in
 //       the bytes' low bits, the rest spread over their top bits (the 6- and 7-bit ints'
 //       storage: quant/qmm.py, dtypes/packing.py `pack_bytes`)
+//   fast_cast_bytes_z<B, BF16, N, P0, P1, P2>(a, b, c, zs, dst)  the same minus magic + T per
+//       pair from zs (each half its own: zero points per element, whole numbers, T < 128)
 //   fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>(a, b, c, dst)  B-bit floats with 2
 //       mantissa bits (float6_e3m2, float7_e4m2; every code finite) in bytes, each byte's sign
 //       at bit 7 (`pack_bytes(..., sign_at_top=True)`), times 2^S (S <= 0; none at the bottom)
@@ -626,16 +628,15 @@ TC_DEVICE u32 part_word(const void* src, int group, int k) {
   return w;
 }
 
-template <int B, bool BF16, int N, int Z = 0, int P0 = 4 * B, int P1 = 0, int P2 = 0>
-TC_DEVICE void fast_cast_bytes(const void* a, const void* b, const void* c, void* dst) {
+// (SUB(pair): the pair's subtrahend, magic + T in each half)
+template <int B, bool BF16, int N, int P0, int P1, int P2, class SUB>
+TC_DEVICE void bytes_minus(const void* a, const void* b, const void* c, void* dst, SUB sub) {
   static_assert(B == 6 || B == 7, "6- or 7-bit codes in bytes");
   static_assert(N % 32 == 0, "whole groups of 32 codes");
   static_assert(P0 + P1 + P2 == 4 * B && P0 % 4 == 0 && P1 % 4 == 0 && P2 % 4 == 0,
                 "4 B bytes a group, whole words from each part");
-  static_assert(Z >= 0 && Z < 128, "(magic + x) - (magic + Z) exact in f16 and bf16");
   constexpr int T = 8 - B, R = B / T;  // top bits a byte; words a spread code takes
   constexpr u32 magic = BF16 ? 0x43u : 0x64u, low = ((1u << B) - 1u) * 0x01010101u;
-  constexpr u32 sub = ((magic << 8) + Z) * 0x10001u;
 #pragma unroll
   for (int g = 0; g < N / 32; ++g) {
     u32 spread[T] = {};  // word j, byte k: code 4 B + 4 j + k
@@ -648,15 +649,31 @@ TC_DEVICE void fast_cast_bytes(const void* a, const void* b, const void* c, void
       const int j = i / R, s = T * (i % R);  // its spread word; where its top bits go
       spread[j] = and_or(w >> (B - s), (((1u << T) - 1u) << s) * 0x01010101u, spread[j]);
       const u32 v = w & low;
-      put2<N>(dst, 16 * g + 2 * i, sub2<BF16>(prmt(v, magic, 0x4140u), sub));
-      put2<N>(dst, 16 * g + 2 * i + 1, sub2<BF16>(prmt(v, magic, 0x4342u), sub));
+      const int p = 16 * g + 2 * i;
+      put2<N>(dst, p, sub2<BF16>(prmt(v, magic, 0x4140u), sub(p)));
+      put2<N>(dst, p + 1, sub2<BF16>(prmt(v, magic, 0x4342u), sub(p + 1)));
     }
 #pragma unroll
     for (int j = 0; j < T; ++j) {
-      put2<N>(dst, 16 * g + 2 * B + 2 * j, sub2<BF16>(prmt(spread[j], magic, 0x4140u), sub));
-      put2<N>(dst, 16 * g + 2 * B + 2 * j + 1, sub2<BF16>(prmt(spread[j], magic, 0x4342u), sub));
+      const int p = 16 * g + 2 * B + 2 * j;
+      put2<N>(dst, p, sub2<BF16>(prmt(spread[j], magic, 0x4140u), sub(p)));
+      put2<N>(dst, p + 1, sub2<BF16>(prmt(spread[j], magic, 0x4342u), sub(p + 1)));
     }
   }
+}
+
+template <int B, bool BF16, int N, int Z = 0, int P0 = 4 * B, int P1 = 0, int P2 = 0>
+TC_DEVICE void fast_cast_bytes(const void* a, const void* b, const void* c, void* dst) {
+  static_assert(Z >= 0 && Z < 128, "(magic + x) - (magic + Z) exact in f16 and bf16");
+  constexpr u32 sub = (((BF16 ? 0x43u : 0x64u) << 8) + Z) * 0x10001u;
+  bytes_minus<B, BF16, N, P0, P1, P2>(a, b, c, dst, [](int) { return sub; });
+}
+
+// zs[pair]: magic + T of each half (the caller's zero points per element, T < 128)
+template <int B, bool BF16, int N, int P0 = 4 * B, int P1 = 0, int P2 = 0>
+TC_DEVICE void fast_cast_bytes_z(const void* a, const void* b, const void* c, const u32* zs,
+                                 void* dst) {
+  bytes_minus<B, BF16, N, P0, P1, P2>(a, b, c, dst, [zs](int p) { return zs[p]; });
 }
 
 // B-bit floats of E exponent and 2 mantissa bits in bytes (the layout above, each byte's sign at
@@ -740,6 +757,7 @@ TC_DEVICE void fast_cast_e4m3_cvt(const void* src, void* dst) {
 
 using fast::fast_cast_bytes;
 using fast::fast_cast_bytes_float;
+using fast::fast_cast_bytes_z;
 using fast::fast_cast_float;
 using fast::fast_cast_float_planes;
 using fast::fast_cast_int;
