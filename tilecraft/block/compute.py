@@ -10,8 +10,8 @@ is a separate `Cast`) and, for register operands, the operands' layout.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tilecraft import dtypes as dt

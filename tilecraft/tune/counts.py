@@ -108,8 +108,8 @@ UNCOUNTED = (AllocateShared, AllocateGlobal, ViewGlobal, Synchronize, Exit, Prin
 COUNTED = (AllocateRegister, transfer.CopyAsync, mbarrier.CopyAsyncBulk, transfer.LoadGlobal,
            transfer.StoreGlobal, parallel.AtomicGlobal, transfer.LoadShared, transfer.StoreShared,
            compute.Dot, dot_shared.DotShared, parallel.ParallelCompute, compute.Cast,
-           compute.CastPlanes, compute.CastBytes, compute.UnaryOp, compute.BinaryOp, compute.Fma, compute.Fill,
-           parallel.CumSumRegister, compute.ReduceRegister)
+           compute.CastPlanes, compute.CastBytes, compute.UnaryOp, compute.BinaryOp, compute.Fma,
+           compute.Fill, parallel.CumSumRegister, compute.ReduceRegister)
 
 
 class GridValues:

@@ -57,8 +57,8 @@ from .wgmma import WgmmaPrinter
 #: the instructions printed for tensors of packed types (the others refuse them: TC502)
 PACKED_OK = frozenset({"AllocateRegister", "AllocateShared", "ViewGlobal", "LoadGlobal",
                        "LoadShared", "StoreGlobal", "StoreShared", "CopyAsync", "SharedSlice",
-                       "Cast", "CastPlanes", "CastBytes", "View", "Fill", "BinaryOp", "Fma", "UnaryOp",
-                       "ParallelCompute"})
+                       "Cast", "CastPlanes", "CastBytes", "View", "Fill", "BinaryOp", "Fma",
+                       "UnaryOp", "ParallelCompute"})
 
 
 class BlockPrinter(CastPrinter, WgmmaPrinter, TmaPrinter, TransferPrinter, ComputePrinter,
