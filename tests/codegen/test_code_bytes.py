@@ -22,6 +22,7 @@ from tilecraft.dtypes import resolve
 from tilecraft.dtypes.packing import pack_bytes, unpack_bytes
 from tilecraft.interp.values import store_cast
 from tilecraft.quant.qmm import choose_config, mma_layout, pack_codes, unpack_codes
+from tilecraft.layout import local, spatial
 from tilecraft.quant.qmm_kernel import byte_layout, qmm_kernel
 
 
@@ -212,3 +213,54 @@ def test_asymmetric_6_and_7_bit_weights_take_zero_codes():
     for dtype in ("uint6", "uint7"):
         qw = quant.quantize(torch.randn(128, 256), dtype)
         assert qw.zeros is not None and qmm.zero_codes(qw) is not None
+
+
+@tilecraft.jit(out_idx=[-1])
+def bytes_minus_codes(rows, mask=127):
+    """Codes in bytes (one row of 1024) minus zero codes `codes & mask` of (rows, 1024): with
+    rows = 2 the subtraction broadcasts the cast over two rows (a shape the fused cast does not
+    make: it stays a subtraction of its own)."""
+    small = spatial(1, 32) * local(1, 28)
+    codes_layout = spatial(1, 32) * local(1, 32)
+    zeros_layout = local(rows, 1) * spatial(1, 32) * local(1, 32)
+
+    @T.prim_func
+    def k(W: T.Tensor((1, 896), "uint8"), Z: T.Tensor((rows, 1024), "uint8"),
+          Y: T.Tensor((rows, 1024), "float16")):
+        with T.Kernel(1, threads=32):
+            b = T.load_global(W, layout=small, offset=[0, 0])
+            w = T.cast_bytes([b], "uint7", "float16", layout=codes_layout)
+            zc = T.load_global(Z, layout=zeros_layout, offset=[0, 0])
+            zf = T.cast(zc & mask, "float16")
+            y = w - zf
+            T.store_global(y, Y, offset=[0, 0])
+
+    return k
+
+
+@pytest.mark.parametrize("rows, mask, fused", [(1, 127, True), (2, 127, False), (1, 255, False)])
+def test_the_zero_codes_fuse_only_where_the_fused_cast_computes_the_same(rows, mask, fused):
+    """(a broadcast of the cast, or codes that may reach 128, keep their subtraction)"""
+    rng = np.random.default_rng(7)
+    codes = rng.integers(0, 128, (32, 32)).astype(np.uint8)  # thread t's 32 codes
+    W = torch.from_numpy(pack_bytes(codes, 7).reshape(1, 896))
+    Z = torch.from_numpy(rng.integers(0, 256, (rows, 1024)).astype(np.uint8))
+    kernel = bytes_minus_codes(rows, mask)
+    y = kernel(W, Z)
+    want = codes.reshape(1, 1024).astype(np.float64) - (Z.numpy() & mask)
+    np.testing.assert_array_equal(y.numpy(), want.astype(np.float16))
+    src = generate_cuda(kernel.func, "sm_90a").source
+    assert ("tc::fast_cast_bytes_z<" in src) == fused
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 2])
+def test_the_gpu_subtracts_the_zero_codes_as_the_vm(rows):
+    rng = np.random.default_rng(8)
+    W = torch.from_numpy(pack_bytes(rng.integers(0, 128, (32, 32)).astype(np.uint8), 7)
+                         .reshape(1, 896))
+    Z = torch.from_numpy(rng.integers(0, 256, (rows, 1024)).astype(np.uint8))
+    kernel = bytes_minus_codes(rows)
+    want = kernel(W, Z)
+    got = kernel(W.cuda(), Z.cuda())
+    assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))

@@ -303,3 +303,37 @@ def test_launches_from_many_threads_each_carry_their_own_pointers(libcuda):
     got = [launch[2] for launch in libcuda.launches[2:]]
     assert len(got) == 8 * 50 and set(got) == want
     assert all(got.count(w) == 50 for w in want)
+
+
+class _ClassDevice(torch.Tensor):
+    """A tensor type whose `device` is a plain class attribute, not a descriptor: the launcher
+    reads it by name, as `x.device` does (before, priming such a type raised TypeError)."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+    device = torch.device("cuda", 0)
+
+    @property
+    def is_cuda(self):
+        return True
+
+    def get_device(self):
+        return 0
+
+
+def test_attributes_that_are_not_descriptors_are_read_by_name(libcuda):
+    def make():
+        return tuple(torch.Tensor._make_subclass(_ClassDevice, t)
+                     for t in (torch.zeros(300), torch.zeros(300, 4))) + (2.5,)
+
+    kernel, binds, (x, y, a) = primed(libcuda, make=make)
+    assert kernel(x, y, a) is None
+    assert libcuda.launches[-1] == ((3, 1, 1), STREAM, (x.data_ptr(), y.data_ptr(), 2.5, 300))
+    assert len(binds) == 1  # (the launcher took it: no miss, no check)
+    _ClassDevice.device = torch.device("cuda", 1)  # (read by name each call: now a miss)
+    try:
+        kernel(x, y, a)
+    except LaunchArgumentError:
+        pass
+    finally:
+        _ClassDevice.device = torch.device("cuda", 0)
+    assert len(binds) == 2  # (the launcher missed: the checker saw the call)

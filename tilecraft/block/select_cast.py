@@ -215,7 +215,8 @@ def fused_codes(sub: BinaryOp, cast: Cast, plan: CastPlan, made: dict) -> FusedC
 
     src, out = cast.src.dtype, cast.out.dtype
     if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
-            or sub.out.dtype != out or not isinstance(sub.b, RegisterTensor) \
+            or sub.out.dtype != out or sub.out.layout != cast.out.layout \
+            or not isinstance(sub.b, RegisterTensor) \
             or src.kind != "uint" or (src.bits, out.name) not in _CODES \
             or not plan.func.startswith("tc::fast_cast_int<"):
         return None
@@ -259,7 +260,8 @@ def fused_bytes_codes(sub: BinaryOp, cast: Any, made: dict) -> FusedBytes | None
 
     out = cast.out.dtype
     if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
-            or sub.out.dtype != out or not isinstance(sub.b, RegisterTensor) \
+            or sub.out.dtype != out or sub.out.layout != cast.out.layout \
+            or not isinstance(sub.b, RegisterTensor) \
             or cast.dtype.is_float or out.name not in ("float16", "bfloat16"):
         return None
     zf = made.get(sub.b)

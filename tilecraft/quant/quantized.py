@@ -45,7 +45,8 @@ SCHEMES = ("symmetric", "asymmetric")
 SCALE_DTYPES = ("float16", "bfloat16")
 
 #: the state_dict format: its number changes with the packed layout of any type (2: 6-bit
-#: floats as bit planes, session 19; 3: 7-bit integers as codes in bytes, session 24)
+#: floats as bit planes, session 19; 3: 6- and 7-bit integers and float6_e3m2 as codes in
+#: bytes, session 24)
 FORMAT = "tilecraft.QuantizedWeight/3"
 
 

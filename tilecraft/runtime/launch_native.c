@@ -64,33 +64,41 @@ typedef struct {
 
 static PyObject *s_dtype, *s_shape, *s_stride, *s_is_contiguous, *s_device, *s_data_ptr;
 
-/* a tensor spec's descriptors, looked up on its exact type once (a call checks the type first,
- * so they are the ones attribute access would find: the getters are data descriptors, and a
- * method assigned on an instance is not what the kernel should trust); 0 with an error set */
-static int find_reads(TensorSpec *t) {
-    if (!PyType_Check(t->type)) {
-        PyErr_SetString(PyExc_TypeError, "a tensor spec's type is not a type");
-        return 0;
-    }
+/* a tensor spec's reads, looked up on its exact type once. A read takes the type's own
+ * descriptor where attribute access surely finds it and does nothing else with it: the type
+ * keeps the generic attribute lookup (no __getattribute__ or __getattr__ of its own), and the
+ * attribute is a C getter (getset) or a property, or a C method or a Python function (called
+ * with the tensor as self, as a bound call would). Anything else (a plain class attribute, a
+ * staticmethod, a callable object) keeps the lookup by name on each call (NULL here), so both
+ * ways read what `x.device` / `x.stride()` read. (A method assigned on one instance is not
+ * consulted: the check compares what the type's methods say of the tensor.) Never fails: a
+ * missing attribute reads by name, and misses there. */
+static void find_reads(TensorSpec *t) {
     PyObject *names[N_READS] = {s_dtype, s_shape, s_device,
                                 t->strides ? s_stride : s_is_contiguous, s_data_ptr};
+    if (!PyType_Check(t->type) || ((PyTypeObject *)t->type)->tp_getattro != PyObject_GenericGetAttr)
+        return;
     for (int i = 0; i < N_READS; i++) {
         PyObject *d = _PyType_Lookup((PyTypeObject *)t->type, names[i]); /* borrowed */
-        int usable = d && (i < R_LAYOUT ? Py_TYPE(d)->tp_descr_get != NULL : PyCallable_Check(d));
-        if (!usable) {
-            PyErr_Format(PyExc_TypeError, "%R has no usable %U", t->type, names[i]);
-            return 0;
-        }
-        t->read[i] = Py_NewRef(d);
+        int usable = d && (i < R_LAYOUT
+            ? (Py_IS_TYPE(d, &PyGetSetDescr_Type) || Py_IS_TYPE(d, &PyProperty_Type))
+            : (Py_IS_TYPE(d, &PyMethodDescr_Type) || Py_IS_TYPE(d, &PyFunction_Type)));
+        t->read[i] = usable ? Py_NewRef(d) : NULL;
     }
-    return 1;
 }
 
 /* tensor x's value of read i (a new reference, or NULL with an error set) */
 static inline PyObject *read_of(TensorSpec *t, int i, PyObject *x) {
     PyObject *d = t->read[i];
-    if (i < R_LAYOUT) return Py_TYPE(d)->tp_descr_get(d, x, t->type);
-    return PyObject_Vectorcall(d, &x, 1, NULL);
+    if (d && i < R_LAYOUT) return Py_TYPE(d)->tp_descr_get(d, x, t->type);
+    if (d) return PyObject_Vectorcall(d, &x, 1, NULL);
+    switch (i) {
+    case R_DTYPE: return PyObject_GetAttr(x, s_dtype);
+    case R_SHAPE: return PyObject_GetAttr(x, s_shape);
+    case R_DEVICE: return PyObject_GetAttr(x, s_device);
+    case R_LAYOUT: return PyObject_CallMethodNoArgs(x, t->strides ? s_stride : s_is_contiguous);
+    default: return PyObject_CallMethodNoArgs(x, s_data_ptr);
+    }
 }
 
 static void spec_free(Spec *sp) {
@@ -181,7 +189,7 @@ static Spec *parse_spec(PyObject *tup) {
         t->strides = strides == Py_None ? NULL : strides;
         Py_INCREF(t->type); Py_INCREF(t->dtype); Py_INCREF(t->shape);
         Py_XINCREF(t->strides); Py_INCREF(t->device);
-        if (!find_reads(t)) goto fail;
+        find_reads(t);
     }
     for (Py_ssize_t k = 0; k < sp->ns; k++) {
         ScalarSpec *s = &sp->s[k];
