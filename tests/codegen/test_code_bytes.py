@@ -21,8 +21,8 @@ from tilecraft.diagnostics import TilecraftError
 from tilecraft.dtypes import resolve
 from tilecraft.dtypes.packing import pack_bytes, unpack_bytes
 from tilecraft.interp.values import store_cast
-from tilecraft.quant.qmm import choose_config, mma_layout, pack_codes, unpack_codes
 from tilecraft.layout import local, spatial
+from tilecraft.quant.qmm import choose_config, mma_layout, pack_codes, unpack_codes
 from tilecraft.quant.qmm_kernel import byte_layout, qmm_kernel
 
 
