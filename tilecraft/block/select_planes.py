@@ -1,10 +1,10 @@
 """Selection of bit-plane sums: quant/qmm.py stores 3- and 5-bit integers (and until session 24
 6- and 7-bit ones) as 1-, 2- and 4-bit planes and adds them back after casting each
-(`cast(hi) * 2^s + cast(lo) - T`). When every plane is a fast cast of interleaved words into the same registers, the sum prints as one
-`tc::fast_cast_planes` (fast_cast.cuh): two (or 4 + 2 + 1) planes to f16 each masked in place
-under the magic number and combined by HFMA2s (no addition of their own), else the planes'
-fields OR'd into one code under the magic and one subtraction; instead of a trick per plane and
-an addition.
+(`cast(hi) * 2^s + cast(lo) - T`). When every plane is a fast cast of interleaved words into
+the same registers, the sum prints as one `tc::fast_cast_planes` (fast_cast.cuh): two (or
+4 + 2 + 1) planes to f16 each masked in place under the magic number and combined by HFMA2s (no
+addition of their own), else the planes' fields OR'd into one code under the magic and one
+subtraction; instead of a trick per plane and an addition.
 
     cast(p2, out=f); mul(f, 2.0, out=g); cast(p1, out=h); sub(h, 4.0, out=k); add(g, k, out=w)
     -> the add: PlaneCast(srcs=(p2, p1), func="tc::fast_cast_planes<2, 1, 0, false, 32, 4>")
