@@ -32,7 +32,7 @@ def bytes_tile(dtype, out_dtype, offset=0, scale=0, parts=None):
     (uint{p}'s) of the loads, 4 p bytes a thread each, from 0, 512, 768 of the tile (default:
     the quantized matmul's)."""
     bits = resolve(dtype).bits
-    parts = parts or (4, 2, 1)[:bits - 4]
+    parts = parts or ((2, 1) if bits == 3 else (4, 2, 1)[:bits - 4])
 
     @T.prim_func
     def k(W: T.Tensor((1, 128 * bits), "uint8"), Y: T.Tensor((16, 64), out_dtype)):
@@ -53,7 +53,7 @@ def _tile(seed: int, dtype: str):
     bits = resolve(dtype).bits
     codes = torch.from_numpy(np.random.default_rng(seed).integers(0, 1 << bits, (16, 64)))
     codes = codes.to(torch.uint8)
-    codes[0, :] = torch.arange(64, dtype=torch.uint8)  # every code once over one or two rows
+    codes[0, :] = torch.arange(64, dtype=torch.uint8) % (1 << bits)  # every code, two rows
     codes[8, :] = torch.arange(64, 128, dtype=torch.uint8) % (1 << bits)
     return codes, pack_codes(codes, dtype).reshape(1, -1).contiguous()
 
@@ -70,7 +70,8 @@ CASES = [("uint7", "float16", 0, 0), ("uint7", "float16", 64, 0), ("uint7", "flo
          ("uint6", "float16", 32, 0), ("uint6", "bfloat16", 127, 0),
          ("float6_e3m2", "float16", 0, 0), ("float6_e3m2", "float16", 0, -12),
          ("float6_e3m2", "float16", 0, -5), ("float6_e3m2", "bfloat16", 0, 0),
-         ("float6_e3m2", "bfloat16", 0, -3)]
+         ("float6_e3m2", "bfloat16", 0, -3), ("uint3", "float16", 0, 0),
+         ("uint3", "float16", 11, 0), ("uint3", "bfloat16", 63, 0)]
 
 
 @pytest.mark.parametrize("bits", [6, 7])
@@ -110,7 +111,8 @@ def test_the_gpu_gives_the_vms_bits(dtype, out, offset, scale):
     kernel = bytes_tile(dtype, out, offset, scale)
     want = kernel(packed)
     got = kernel(packed.cuda())
-    assert "tc::fast_cast_bytes" in kernel.get_kernel_source()
+    want_func = "tc::fast_cast_nibbles3" if dtype == "uint3" else "tc::fast_cast_bytes"
+    assert want_func in kernel.get_kernel_source()
     assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))
 
 
@@ -135,7 +137,7 @@ def test_codes_of_other_types_are_refused(dtype):
     with pytest.raises(TilecraftError) as info:
         bytes_tile(dtype, "float16", parts=(4, 2, 1)).func
     err = info.value
-    assert err.code == "TC603" and "6- or 7-bit unsigned ints or floats" in err.message
+    assert err.code == "TC603" and "3-, 6- or 7-bit unsigned ints" in err.message
     assert "T.cast_bytes" in err.span.source_line()
 
 
@@ -158,6 +160,8 @@ def test_an_offset_the_fast_routine_cannot_take_is_refused_on_the_gpu_only():
     (4096, "uint6", 32, "float16", "tc::fast_cast_bytes<6, false, 32, 32, 16, 8, 0>"),
     (1, "int6", 0, "bfloat16", "tc::fast_cast_bytes<6, true, 32, 32, 16, 8, 0>"),
     (1, "float6_e3m2", 0, "float16", "tc::fast_cast_bytes_float<6, 3, false, 32, -12, 16, 8, 0>"),
+    (16, "uint3", 4, "float16", "tc::fast_cast_nibbles3<false, 32, 4, 8, 4, 0>"),
+    (4096, "int3", 0, "bfloat16", "tc::fast_cast_nibbles3<true, 32, 4, 8, 4, 0>"),
     (4096, "float6_e3m2", 0, "bfloat16", "tc::fast_cast_bytes_float<6, 3, true, 32, 0, 16, 8, 0>")])
 def test_the_quantized_matmul_casts_6_and_7_bit_weights_from_bytes(M, wtype, zero, xtype, want):
     N, K = 256, 1024
@@ -171,11 +175,13 @@ def test_the_quantized_matmul_casts_6_and_7_bit_weights_from_bytes(M, wtype, zer
 @pytest.mark.parametrize("dtype, scheme, M, device", [
     ("uint7", "asymmetric", 1, "cpu"), ("int7", "symmetric", 16, "cpu"),
     ("uint6", "symmetric", 1, "cpu"), ("int6", "asymmetric", 3, "cpu"),
+    ("uint3", "asymmetric", 16, "cpu"), ("int3", "symmetric", 1, "cpu"),
     pytest.param("uint7", "symmetric", 3, "cuda", marks=pytest.mark.gpu),
     pytest.param("int7", "asymmetric", 16, "cuda", marks=pytest.mark.gpu),
     ("float6_e3m2", "symmetric", 1, "cpu"),
     pytest.param("uint6", "asymmetric", 16, "cuda", marks=pytest.mark.gpu),
-    pytest.param("float6_e3m2", "symmetric", 16, "cuda", marks=pytest.mark.gpu)])
+    pytest.param("float6_e3m2", "symmetric", 16, "cuda", marks=pytest.mark.gpu),
+    pytest.param("uint3", "asymmetric", 1, "cuda", marks=pytest.mark.gpu)])
 def test_two_tiles_a_warp_cast_two_groups_a_thread(dtype, scheme, M, device):
     """(decode tiles of 128 channels: each thread's two tiles are two groups of the cast)"""
     import tilecraft.quant as quant

@@ -554,3 +554,52 @@ def test_codes_in_bytes_minus_zero_points_per_element_are_cast_exactly(tmp_path)
         got = np.array(rows[k])
         bad = np.argwhere(got != np.array(wants[k]))
         assert bad.size == 0, (b, n, dst, [(int(c), int(i)) for c, i in bad[:4]])
+
+
+def test_three_bit_codes_in_nibbles_are_cast_exactly(tmp_path):
+    """`fast_cast_nibbles3<BF16, N, T, P0, P1, P2>`: 3-bit codes stored 32 in 12 bytes
+    (dtypes/packing.py `pack_bytes(codes, 3)`: 24 in the nibbles' low bits, 8 over their top
+    bits), every code at every position, minus T from 0 to 63, to f16 and bf16, the bytes of a
+    group split as the quantized matmul loads them (8 + 4) and otherwise: bit for bit the
+    interpreter's decode and subtraction (block/vm_ops.py `_cast_bytes`)."""
+    from tilecraft.dtypes.packing import pack_bytes
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    cases = [(n, dst, t, parts) for n in (32, 64) for dst in ("float16", "bfloat16")
+             for t in (0, 4, 11, 63) for parts in ((8, 4, 0), (12, 0, 0), (4, 4, 4))]
+    calls, wants = [], []
+    for k, (n, dst, t, parts) in enumerate(cases):
+        rows, want = [[], [], []], []
+        for c in range(8):
+            codes = (c + 5 * np.arange(n) + np.arange(n) // 8) % 8
+            groups = pack_bytes(codes.astype(np.uint8), 3).reshape(n // 32, 12)
+            at = 0
+            for p, size in enumerate(parts):
+                rows[p].append(groups[:, at:at + size].ravel().tolist() or [0])
+                at += size
+            want.append(np.asarray(store_cast(dt.resolve(dst), codes.astype(np.float64) - t))
+                        .view(np.uint16).astype(np.int64))
+        wants.append(want)
+        table = lambda rs: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rs)  # noqa
+        func = (f"tc::fast_cast_nibbles3<{'true' if dst == 'bfloat16' else 'false'}, {n}, {t}, "
+                f"{parts[0]}, {parts[1]}, {parts[2]}>")
+        decls = "\n".join(
+            f"  alignas(4) static const unsigned char p{p}[8][{len(rows[p][0])}] = "
+            f"{{{table(rows[p])}}};" for p in range(3))
+        calls.append(f"""{{
+{decls}
+  for (int c = 0; c < 8; ++c) {{
+    unsigned short o[{n}];
+    {func}(p0[c], p1[c], p2[c], o);
+    printf("{k}");
+    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
+    printf("\\n");
+  }}
+}}""")
+    rows = _run(cxx, tmp_path, calls)
+    for k, (n, dst, t, parts) in enumerate(cases):
+        got = np.array(rows[k])
+        bad = np.argwhere(got != np.array(wants[k]))
+        assert bad.size == 0, (n, dst, t, parts, [(int(c), int(i)) for c, i in bad[:4]])

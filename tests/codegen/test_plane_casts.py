@@ -1,9 +1,9 @@
-"""Bit planes cast at once: the quantized matmul stores 3-, 5- and 6-bit integers as 1-, 2- and
-4-bit planes and adds them back (`cast(hi) * 2^s + cast(lo) - T`); that sum prints as one
-`tc::fast_cast_planes` (block/select_planes.py; its bits are checked for every code by
-test_fast_casts_host.py), at decode (mma.sync) and before a wgmma alike. What the kernel computes
-does not change: the VM runs the instructions as written, and tests/quant compares both paths
-with the dequantized reference on the GPU."""
+"""Bit planes cast at once: the quantized matmul stores 5-bit integers (and until session 24 3-,
+6- and 7-bit ones) as 1-, 2- and 4-bit planes and adds them back (`cast(hi) * 2^s + cast(lo) -
+T`); that sum prints as one `tc::fast_cast_planes` (block/select_planes.py; its bits are
+checked for every code by test_fast_casts_host.py), at decode (mma.sync) and before a wgmma
+alike. What the kernel computes does not change: the VM runs the instructions as written, and
+tests/quant compares both paths with the dequantized reference on the GPU."""
 
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ def _source(wtype: str, M: int, zero: int = 0, has_zeros: bool = False,
     return generate_cuda(kernel.func, "sm_90a").source
 
 
-@pytest.mark.parametrize("wtype, zero", [("uint3", 4), ("uint5", 0), ("uint5", 16),
-                                         ("int3", 0), ("int5", 0)])
+@pytest.mark.parametrize("wtype, zero", [("uint5", 0), ("uint5", 16), ("int5", 0)])
 def test_a_wgmma_loop_casts_its_planes_at_once(wtype, zero):
     src = _source(wtype, 4096, zero)
     hi, lo = plane_bits(wtype)
@@ -46,19 +45,19 @@ def test_bf16_planes_are_cast_at_once_too():
 
 def test_the_zeros_per_element_stay_outside_the_planes():
     """(asymmetric weights: f16 zeros per group, subtracted after the sum)"""
-    src = _source("uint3", 4096, has_zeros=True)
-    assert "tc::fast_cast_planes<2, 1, 0, false, 32>" in src
+    src = _source("uint5", 4096, has_zeros=True)
+    assert "tc::fast_cast_planes<4, 1, 0, false, 32>" in src
 
 
 @pytest.mark.parametrize("M", [1, 16])
 def test_a_decode_loop_casts_its_planes_at_once_too(M):
-    src = _source("uint3", M, 4)
-    assert re.search(r"tc::fast_cast_planes<2, 1, 0, false, \d+, 4>", src)
-    assert not re.search(r"tc::fast_cast_int<[12], ", src)
+    src = _source("uint5", M, 16)
+    assert re.search(r"tc::fast_cast_planes<4, 1, 0, false, \d+, 16>", src)
+    assert not re.search(r"tc::fast_cast_int<[14], ", src)
 
 
 def _plane_add(monkeypatch):
-    """The uint3 decode kernel's lowered program, its plans without the plane fusion, and its
+    """The uint5 decode kernel's lowered program, its plans without the plane fusion, and its
     first add of two planes: (add, index, statements, plans, readers, writers)."""
     import tilecraft.block.select as select
     from tilecraft.ir import SeqStmt
@@ -66,8 +65,8 @@ def _plane_add(monkeypatch):
     from tilecraft.targets import target_from_arch
 
     N, K = 256, 1024
-    cfg = choose_config(1, N, K, 3, 128, "uint3")
-    prog = generate_cuda(qmm_kernel(1, N, K, "uint3", "float16", 128, 4, False, False,
+    cfg = choose_config(1, N, K, 5, 128, "uint5")
+    prog = generate_cuda(qmm_kernel(1, N, K, "uint5", "float16", 128, 16, False, False,
                                     **cfg).func, "sm_90a").state.block_program
     monkeypatch.setattr(select, "_fuse_plane_sums", lambda *a: None)
     plans = select.select_instructions(prog, target_from_arch("sm_90a"))
@@ -90,7 +89,7 @@ def test_the_rule_refuses_a_plane_read_elsewhere_or_changed_before_the_sum(monke
 
     add, at, stmts, plans, readers, writers = _plane_add(monkeypatch)
     plan = plane_sum(add, at, stmts, plans, readers, writers)
-    assert plan is not None and plan.func == "tc::fast_cast_planes<2, 1, 0, false, 32, 4>"
+    assert plan is not None and plan.func == "tc::fast_cast_planes<4, 1, 0, false, 32, 16>"
     other = dict(readers)
     other[add.a] = [*readers[add.a], stmts[0]]  # the high plane's product read elsewhere too
     assert plane_sum(add, at, stmts, plans, other, writers) is None

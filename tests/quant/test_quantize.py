@@ -44,10 +44,12 @@ def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
     6- and 7-bit integers the bit planes of the offset-binary code, for 6-bit floats the planes
     of the code (its top 2 bits, its low 4), side by side in each tile."""
     t = dtypes.resolve(dtype)
-    planes = {3: (2, 1), 5: (4, 1)}.get(t.bits) if t.is_integer else \
+    planes = {5: (4, 1)}.get(t.bits) if t.is_integer else \
         (2, 4) if t.bits == 6 and t.f16_headroom else None  # (float6_e5m0: one dense plane)
     if (t.is_integer and t.bits in (6, 7)) or t.name == "float6_e3m2":
         return _reference_bytes(codes, t.bits, t.kind == "int", t.is_float)
+    if t.is_integer and t.bits == 3:
+        return _reference_nibbles(codes, t.kind == "int")
     if planes is None:
         return pack_weight_tiles(codes, t.bits, pack_layout(dtype))
     u = codes.astype(np.int64) ^ ((1 << (t.bits - 1)) if t.kind == "int" else 0)
@@ -57,6 +59,34 @@ def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
         plane = (u >> shift) & ((1 << p) - 1)
         parts.append(pack_weight_tiles(plane, p, pack_layout(f"uint{p}")))
     return np.concatenate(parts, axis=-1)
+
+
+def _reference_nibbles(codes: np.ndarray, signed: bool) -> np.ndarray:
+    """3-bit integers: per tile, thread t's 32 offset-binary codes c in the mma A layout's
+    order; word w < 3 holds c[8 w + j] in the low 3 bits of nibble (j % 2) * 4 + j // 2 and bit
+    w of c[24 + j] in that nibble's top bit; words 0-1 where a uint2 plane keeps its bytes (at 0
+    of the tile), word 2 where a uint1 plane does (at 256)."""
+    from tilecraft.quant.qmm import mma_layout
+    from tilecraft.quant.qmm_kernel import byte_layout
+
+    u = codes.astype(np.int64) ^ (4 if signed else 0)
+    n, k = u.shape
+    out = np.zeros((n // 16, k // 64, 384), np.uint8)
+    mma = mma_layout()
+    for ti in range(n // 16):
+        for tj in range(k // 64):
+            for t in range(32):
+                c = [u[ti * 16 + r, tj * 64 + col] for r, col in mma.thread_elements(t)]
+                words = [0, 0, 0]
+                for w in range(3):
+                    for j in range(8):
+                        nibble = (c[8 * w + j] & 7) | (((c[24 + j] >> w) & 1) << 3)
+                        words[w] |= nibble << (4 * ((j % 2) * 4 + j // 2))
+                b = [(words[w] >> (8 * q)) & 255 for w in range(3) for q in range(4)]
+                for (first, p, at) in ((0, 2, 0), (8, 1, 256)):
+                    for i, (_, col) in enumerate(byte_layout(1, 1, p).thread_elements(t)):
+                        out[ti, tj, at + col] = b[first + i]
+    return out
 
 
 def _reference_bytes(codes: np.ndarray, bits: int, signed: bool, float_: bool) -> np.ndarray:

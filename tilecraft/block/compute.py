@@ -225,10 +225,11 @@ class CastPlanes(Instruction):
 
 @dataclass(frozen=True)
 class CastBytes(Instruction):
-    """`out = cast_bytes(parts, dtype, offset, scale)`: codes of `dtype` (6 or 7 bits: unsigned
-    ints, or floats whose every code is finite) stored 32 in 4 * bits bytes (dtypes/packing.py
-    `pack_bytes`: 4 * bits codes in the bytes' low bits, the rest spread over their top bits;
-    a float's bytes with `sign_at_top`), as values: an int's code minus the whole number
+    """`out = cast_bytes(parts, dtype, offset, scale)`: codes of `dtype` (3-, 6- or 7-bit unsigned
+    ints, or 6- or 7-bit floats whose every code is finite) stored 32 in 4 * bits bytes
+    (dtypes/packing.py `pack_bytes`: 4 * bits codes in the bytes' low bits, the rest spread
+    over their top bits; 3-bit codes in nibbles likewise; a float's bytes with `sign_at_top`),
+    as values: an int's code minus the whole number
     `offset`, a float's value times 2^scale; converted to out's type as a GPU store does.
     `parts` are uint8 register tensors; each thread's elements of out form groups of 32, and
     group g's bytes are, in order, group g of each part's bytes (a part's local bytes split
@@ -253,11 +254,11 @@ class CastBytes(Instruction):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise TilecraftError("TC603", span, instr="cast_bytes",
                                      detail=f"{name}={v!r}: a whole number, an int")
-        if t.bits not in dt.packing.BYTES_BITS or not (
-                t.kind == "uint" or (t.is_float and not t.has_nan and not t.has_inf)):
+        if not ((t.kind == "uint" and t.bits in dt.packing.BYTES_BITS) or (
+                t.is_float and t.bits in (6, 7) and not t.has_nan and not t.has_inf)):
             raise TilecraftError("TC603", span, instr="cast_bytes",
-                                 detail=f"{t}: codes in bytes are 6- or 7-bit unsigned ints or "
-                                 "floats with every code finite")
+                                 detail=f"{t}: codes in bytes are 3-, 6- or 7-bit unsigned ints "
+                                 "or 6- or 7-bit floats with every code finite")
         if (offset and t.is_float) or (scale and not t.is_float):
             raise TilecraftError("TC603", span, instr="cast_bytes",
                                  detail="an offset is for ints, a scale for floats")

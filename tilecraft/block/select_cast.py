@@ -262,7 +262,8 @@ def fused_bytes_codes(sub: BinaryOp, cast: Any, made: dict) -> FusedBytes | None
     if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
             or sub.out.dtype != out or sub.out.layout != cast.out.layout \
             or not isinstance(sub.b, RegisterTensor) \
-            or cast.dtype.is_float or out.name not in ("float16", "bfloat16"):
+            or cast.dtype.is_float or cast.dtype.bits == 3 \
+            or out.name not in ("float16", "bfloat16"):
         return None
     zf = made.get(sub.b)
     if not isinstance(zf, Cast) or zf.out.dtype != out or zf.out.layout != zf.src.layout:

@@ -1,5 +1,5 @@
-"""Selection of bit-plane sums: quant/qmm.py stores 3- and 5-bit integers (and until session 24
-6- and 7-bit ones) as 1-, 2- and 4-bit planes and adds them back after casting each
+"""Selection of bit-plane sums: quant/qmm.py stores 5-bit integers (and until session 24 3-, 6-
+and 7-bit ones) as 1-, 2- and 4-bit planes and adds them back after casting each
 (`cast(hi) * 2^s + cast(lo) - T`). When every plane is a fast cast of interleaved words into
 the same registers, the sum prints as one `tc::fast_cast_planes` (fast_cast.cuh): two (or
 4 + 2 + 1) planes to f16 each masked in place under the magic number and combined by HFMA2s (no

@@ -74,12 +74,19 @@ def unpack(data: Any, dtype: Any, count: int | None = None) -> np.ndarray:
 # bit B - 1 (the code's top bit, a float's sign) moved to bit 7 and its bits B..7 down by one. A
 # GPU casts it with byte permutes (block `cast_bytes`, fast_cast.cuh). (7 bits: 28 codes in
 # bytes, 4 spread over 7 bytes' top bits each; 6 bits: 24 and 8 spread over 3 bytes' top two.)
-BYTES_BITS = (6, 7)
+# 3-bit codes sit in nibbles instead: 32 in 3 words, each word 8 codes in the order the 4-bit
+# fast cast reads interleaved words (code j of a word's eight in nibble (j % 2) * 4 + j // 2),
+# the words' codes 0-23 in the nibbles' low 3 bits and codes 24-31 (a fourth such word) with bit
+# i in the top bits of word i's nibbles.
+BYTES_BITS = (3, 6, 7)
+_NIBBLE_OF = (0, 4, 1, 5, 2, 6, 3, 7)  # code j of a word's eight -> its nibble
 
 
 def pack_bytes(codes: Any, bits: int, sign_at_top: bool = False) -> Any:
     """Unsigned `bits`-bit codes [..., 32 g] -> their bytes [..., 4 bits g], group by group
     (numpy or torch, on the codes' device)."""
+    if bits == 3:
+        return _pack_nibbles(codes)
     top, words = 8 - bits, bits // (8 - bits)  # top bits a byte; words a spread code takes
     u = codes.reshape(*codes.shape[:-1], -1, 32)
     low = u[..., :4 * bits]
@@ -95,6 +102,8 @@ def pack_bytes(codes: Any, bits: int, sign_at_top: bool = False) -> Any:
 def unpack_bytes(data: Any, bits: int, sign_at_top: bool = False) -> Any:
     """The inverse of `pack_bytes`: bytes [..., 4 bits g] -> codes [..., 32 g] (the bytes'
     type)."""
+    if bits == 3:
+        return _unpack_nibbles(data)
     top, words = 8 - bits, bits // (8 - bits)
     b = data.reshape(*data.shape[:-1], -1, 4 * bits)
     if sign_at_top:
@@ -105,6 +114,41 @@ def unpack_bytes(data: Any, bits: int, sign_at_top: bool = False) -> Any:
     low = b & ((1 << bits) - 1)
     codes = _cat([low, spread.reshape(*b.shape[:-1], 4 * top)], axis=-1)
     return codes.reshape(*data.shape[:-1], -1)
+
+
+def _pack_nibbles(codes: Any) -> Any:
+    u = codes.reshape(*codes.shape[:-1], -1, 4, 8)  # [.., g, word, code j]
+    order = [_NIBBLE_OF.index(p) for p in range(8)]  # nibble p holds code order[p]
+    nib = u[..., order]  # [.., g, word, nibble]
+    stored = (nib[..., :3, :] & 7) | (((nib[..., 3:, :] >> _arange3(nib)) & 1) << 3)
+    pairs = stored[..., 0::2] | (stored[..., 1::2] << 4)  # [.., g, 3, byte]
+    return pairs.reshape(*codes.shape[:-1], -1)
+
+
+def _unpack_nibbles(data: Any) -> Any:
+    b = data.reshape(*data.shape[:-1], -1, 3, 4)  # [.., g, word, byte]
+    nib = _stack([b & 15, b >> 4], axis=-1).reshape(*b.shape[:-1], 8)  # [.., g, word, nibble]
+    spread = sum(((nib[..., i, :] >> 3) & 1) << i for i in range(3))  # [.., g, nibble]
+    words = _cat([nib & 7, spread[..., None, :]], axis=-2)  # [.., g, 4, nibble]
+    codes = words[..., list(_NIBBLE_OF)]  # [.., g, 4, code j]
+    return codes.reshape(*data.shape[:-1], -1)
+
+
+def _arange3(like: Any) -> Any:
+    """[[0], [1], [2]]: word i's top bits carry bit i of the fourth word's codes."""
+    if isinstance(like, np.ndarray):
+        return np.arange(3, dtype=like.dtype)[:, None]
+    import torch
+
+    return torch.arange(3, dtype=like.dtype, device=like.device)[:, None]
+
+
+def _stack(parts: list, axis: int) -> Any:
+    if isinstance(parts[0], np.ndarray):
+        return np.stack(parts, axis=axis)
+    import torch
+
+    return torch.stack(parts, dim=axis)
 
 
 def _cat(parts: list, axis: int) -> Any:

@@ -13,11 +13,11 @@ in the order of `pack_layout(dtype)` over one warp (4 * bits bytes per thread): 
 `local(1, 4) * (mma A atom)`, for 1-, 2- and 4-bit integers and float4_e2m1 with each 32-bit word
 interleaved
 (tilecraft.layout.interleave_words: element j at code position (j % 2) * 16/b + j // 2), which
-the kernel's cast turns into the mma's order with no byte permutes. 3- and 5-bit integers are
-stored as bit planes (`pack_codes`): uint2 + uint1, uint4 + uint1, each tile's planes side by
-side (128 * bits bytes in all); 6-bit floats likewise as uint2 (sign, top magnitude bit) + uint4
-(low bits) of their codes, but for float6_e3m2: it and the 6- and 7-bit integers are stored as
-codes in bytes, each thread's 32 codes of a tile in 4 * bits bytes (dtypes/packing.py
+the kernel's cast turns into the mma's order with no byte permutes. 5-bit integers are stored
+as bit planes (`pack_codes`): uint4 + uint1, each tile's planes side by side (128 * bits bytes
+in all); float6_e2m3 likewise as uint2 (sign, top magnitude bit) + uint4 (low bits) of its
+codes. The 3-, 6- and 7-bit integers and float6_e3m2 are stored as codes in bytes (3 bits: in
+nibbles), each thread's 32 codes of a tile in 4 * bits bytes (dtypes/packing.py
 `pack_bytes`), in parts where uint4, uint2 (and uint1) planes would lie (`bytes_parts`), cast
 by byte permutes.
 
@@ -70,21 +70,25 @@ def plane_bits(dtype: Any) -> tuple[int, ...] | None:
         return (2, 4) if t.bits == 6 and t.f16_headroom and not in_bytes(t) else None
     if not t.is_integer:
         return None
-    return {3: (2, 1), 5: (4, 1)}.get(t.bits)
+    return {5: (4, 1)}.get(t.bits)
 
 
 def in_bytes(dtype: Any) -> bool:
-    """Whether `dtype` is stored as codes in bytes (`bytes_parts`): the 6- and 7-bit integers
-    and float6_e3m2 (session 24; before, as bit planes 4 + 2 and 4 + 2 + 1, and float6 as 2 + 4,
-    whose casts cost about 2.2, 3 and 2.4 instructions a code against 1.6, 1.7 and 1.2)."""
+    """Whether `dtype` is stored as codes in bytes (`bytes_parts`; 3 bits: in nibbles): the 3-,
+    6- and 7-bit integers and float6_e3m2 (session 24; before, as bit planes 2 + 1, 4 + 2 and
+    4 + 2 + 1, and float6 as 2 + 4, whose casts cost about 2.2, 2.2, 3 and 2.4 instructions a
+    code against 1.3, 1.6, 1.7 and 1.2)."""
     t = resolve(dtype)
-    return (t.is_integer and t.bits in (6, 7)) or t.name == "float6_e3m2"
+    return (t.is_integer and t.bits in (3, 6, 7)) or t.name == "float6_e3m2"
 
 
 def bytes_parts(bits: int) -> tuple[tuple[int, int, int], ...]:
-    """How a thread's 4 * bits bytes of a packed tile of 6- or 7-bit codes lie in it: (bytes,
-    the uint{p} byte layout they share with a p-bit plane, their offset in the tile): loads of
-    16, 8 (and 4) bytes, as the planes of 4 + 2 (+ 1) bits were."""
+    """How a thread's 4 * bits bytes of a packed tile of 3-, 6- or 7-bit codes lie in it:
+    (bytes, the uint{p} byte layout they share with a p-bit plane, their offset in the tile):
+    loads of 16, 8 (and 4) bytes, or 8 and 4 for 3 bits, as the planes of 4 + 2 (+ 1) and
+    2 + 1 bits were."""
+    if bits == 3:
+        return ((8, 2, 0), (4, 1, 256))
     return ((16, 4, 0), (8, 2, 512), (4, 1, 768))[:bits - 4]
 
 
@@ -97,11 +101,11 @@ def _bytes_columns(bits: int) -> list:
 
 def pack_codes(codes: Any, dtype: Any) -> Any:
     """The packed format of the (N, K) codes of `dtype` (uint8 [N/16, K/64, 128 * bits], module
-    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 3- or 5-bit integer its
+    docstring): `pack_weight` in `pack_layout(dtype)`, or for a 5-bit integer its
     bit planes (`plane_bits`) of the offset-binary code (code ^ 2^(bits-1) for signed types),
     each packed as uint2 / uint1 / uint4, side by side in every tile: the kernel casts each
-    plane with the fast tricks and adds them (times their weights 2^shift); for a 6- or 7-bit
-    integer its offset-binary codes in bytes (`_pack_bytes`)."""
+    plane with the fast tricks and adds them (times their weights 2^shift); for a 3-, 6- or
+    7-bit integer its offset-binary codes in bytes (`_pack_bytes`; 3 bits: nibbles)."""
     import torch
 
     from tilecraft.quant.weights import pack_weight
@@ -195,7 +199,9 @@ def _decode_traits(bits: int, wtype: Any, N: int) -> tuple[int, int, bool, bool]
     """(blocks factor, stages, two tiles a warp allowed, unroll every stage) of the decode
     kernel for a weight type and N, measured on the H200 (benchmarks/NOTES.md, session 17).
     The types with the longest casts (3- and 5-bit planes) run faster with 4 to 8 times the
-    blocks (more warps hide the cast's latency; the factor splits K in at most 8 slices).
+    blocks (more warps hide the cast's latency; the factor splits K in at most 8 slices); 3-bit
+    codes in nibbles (session 24) keep the 8 (28672 x 8192, M = 1 / 16: split 8 39.5 / 49.9 us,
+    4 40.8 / 50.5, 2 43.9 / 56.1, 1 43.7 / 52.0).
     7-bit integers, cast from bytes since session 24, take 3 stages and no split (28672 x 8192,
     M = 1 / 16: 57.9 / 65.6 us, against 66.4 / 74.4 with the planes' split 8 on 2 stages and
     58.6 / 66.6 on 4 stages). float8 takes one tile a warp and three stages, unrolled,

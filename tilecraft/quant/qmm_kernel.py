@@ -70,13 +70,13 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     tile_bytes = 128 * bits
     w_layout = spatial(warps, 1) * local(rows, 1) * mma_layout()  # (BN, 64): the mma A operand
     c_layout = spatial(warps, 1) * local(rows, 1) * pack_layout(wtype)  # the codes as packed
-    planes = plane_bits(wtype)  # 3/5-bit ints: planes of the offset-binary code
+    planes = plane_bits(wtype)  # 5-bit ints: planes of the offset-binary code
     fplanes = planes is not None and resolve(wtype).is_float  # 6-bit floats: two planes
-    as_bytes = in_bytes(wtype)  # 6-, 7-bit ints (offset-binary), float6_e3m2: codes in bytes
+    as_bytes = in_bytes(wtype)  # 3-, 6-, 7-bit ints (offset-binary), float6_e3m2: in bytes
     offset = (1 << (bits - 1)) if (planes or as_bytes) and resolve(wtype).kind == "int" else 0
     # (a whole zero point joins the offset the bytes' cast subtracts: at most 127 in all)
     fused_zero = as_bytes and not resolve(wtype).is_float and float(zero).is_integer() \
-        and 0 <= offset + zero < 128
+        and 0 <= offset + zero < (64 if bits == 3 else 128)
     zero = int(zero) if fused_zero else zero
     plane_at = [(p, sum(planes[:i]) * 128, bits - sum(planes[:i + 1]))  # (bits, bytes, shift)
                 for i, p in enumerate(planes or ())]

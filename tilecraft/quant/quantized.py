@@ -18,8 +18,8 @@ floats: z = 0 and s as symmetric (a shifted float grid loses its fine steps near
 is not exact in f16). s is rounded *up* to the scale dtype (no weight clips by more than s / 2),
 an all-zero group gets s = 1. Codes: `tilecraft.quantize_to(w / s + z, dtype)` (nearest value,
 ties to even, saturating), packed with `qmm.pack_codes(codes, dtype)` (`pack_weight` in
-`qmm.pack_layout(dtype)`, or bit planes for 3- and 5-bit integers and float6_e2m3, or codes in
-bytes for 6- and 7-bit integers and float6_e3m2).
+`qmm.pack_layout(dtype)`, or bit planes for 5-bit integers and float6_e2m3, or codes in bytes
+for 3-, 6- and 7-bit integers (3 bits: in nibbles) and float6_e3m2).
 
 Refusals are TC321 at the user's line (the first frame outside tilecraft and torch).
 """
@@ -45,8 +45,8 @@ SCHEMES = ("symmetric", "asymmetric")
 SCALE_DTYPES = ("float16", "bfloat16")
 
 #: the state_dict format: its number changes with the packed layout of any type (2: 6-bit
-#: floats as bit planes, session 19; 3: 6- and 7-bit integers and float6_e3m2 as codes in
-#: bytes, session 24)
+#: floats as bit planes, session 19; 3: 3-, 6- and 7-bit integers and float6_e3m2 as codes
+#: in bytes (3 bits: nibbles), session 24)
 FORMAT = "tilecraft.QuantizedWeight/3"
 
 

@@ -88,14 +88,15 @@ class CastPrinter:
         t, out, n = s.dtype, s.out.dtype, s.out.layout.local_size
         sizes = [x.layout.local_size * 32 // n for x in s.parts]  # (bytes a group: verified)
         bottom = -((127 if out.name == "bfloat16" else 15) - t.bias) if t.is_float else 0
-        kind_ok = (0 <= s.offset < 128) if not t.is_float else \
+        kind_ok = (0 <= s.offset < (64 if t.bits == 3 else 128)) if not t.is_float else \
             t.mantissa_bits == 2 and bottom <= s.scale <= 0
         if out.name not in ("float16", "bfloat16") or not kind_ok or len(sizes) > 3 \
                 or any(b % 4 for b in sizes):
             raise self.refuse(s, f"cast_bytes of {t} to {out} (offset {s.offset}, scale "
                               f"2^{s.scale}) from parts of {sizes} bytes a group (tilecraft "
                               "casts codes in bytes to f16 or bf16 from at most three parts of "
-                              "whole words a group: ints minus 0..127, floats with 2 mantissa "
+                              "whole words a group: ints minus 0..127 (3 bits: 0..63), floats "
+                              "with 2 mantissa "
                               f"bits times 2^s for {bottom} <= s <= 0)")
         sizes += [0] * (3 - len(sizes))
         names = [self.tensor(x) for x in s.parts] + ["nullptr"] * (3 - len(s.parts))
@@ -104,6 +105,8 @@ class CastPrinter:
         if t.is_float:
             func = f"tc::fast_cast_bytes_float<{t.bits}, {t.exponent_bits}, {bf16}, {n}, " \
                 f"{s.scale}, {parts}>"
+        elif t.bits == 3:
+            func = f"tc::fast_cast_nibbles3<{bf16}, {n}, {s.offset}, {parts}>"
         else:
             func = f"tc::fast_cast_bytes<{t.bits}, {bf16}, {n}, {s.offset}, {parts}>"
         self.w(f"{func}({', '.join(names)}, {self.tensor(s.out)});  "

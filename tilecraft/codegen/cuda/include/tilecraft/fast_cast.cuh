@@ -23,6 +23,9 @@
 //       minus T: each 32 codes in 4 B bytes (P0 + P1 + P2 of them from a, b, c), 4 B codes in
 //       the bytes' low bits, the rest spread over their top bits (the 6- and 7-bit ints'
 //       storage: quant/qmm.py, dtypes/packing.py `pack_bytes`)
+//   fast_cast_nibbles3<BF16, N, T, P0, P1, P2>(a, b, c, dst)  3-bit codes in nibbles, minus T:
+//       each 32 codes in 3 words, 24 in the nibbles' low bits (interleaved as the 4-bit trick
+//       reads them), 8 spread over their top bits (the 3-bit ints' storage: quant/qmm.py)
 //   fast_cast_bytes_z<B, BF16, N, P0, P1, P2>(a, b, c, zs, dst)  the same minus magic + T per
 //       pair from zs (each half its own: zero points per element, whole numbers, T < 128)
 //   fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>(a, b, c, dst)  B-bit floats with 2
@@ -676,6 +679,51 @@ TC_DEVICE void fast_cast_bytes_z(const void* a, const void* b, const void* c, co
   bytes_minus<B, BF16, N, P0, P1, P2>(a, b, c, dst, [zs](int p) { return zs[p]; });
 }
 
+// 3-bit codes in nibbles (dtypes/packing.py): per group of 32, words 0-2 hold codes 0-23 in their
+// nibbles' low 3 bits, each word's 8 in the interleaved order (code j in nibble (j % 2) * 4 +
+// j / 2), and the top bits of word i's nibbles bit i of codes 24-31 (the same order). Those
+// gather into a fourth word by one SHF + LOP3 a word; then each word goes through the 4-bit
+// trick with 3-bit masks (its top bits ignored): f16 2 LOP3 on w and w >> 8, two HSUB2 for the
+// low nibbles (1024 + x), two HFMA2 for the high ones (1024 + 16 x, times 1/16, - (64 + T));
+// bf16 each nibble shifted down under 0x4300, one HFMA2 a pair. About 1.3 instructions a code.
+template <bool BF16, int N, int T = 0, int P0 = 12, int P1 = 0, int P2 = 0>
+TC_DEVICE void fast_cast_nibbles3(const void* a, const void* b, const void* c, void* dst) {
+  static_assert(N % 32 == 0, "whole groups of 32 codes");
+  static_assert(P0 + P1 + P2 == 12 && P0 % 4 == 0 && P1 % 4 == 0 && P2 % 4 == 0,
+                "12 bytes a group, whole words from each part");
+  static_assert(T >= 0 && T < 64, "(magic + 16 x) / 16 - (64 + T) exact in f16");
+  auto cast8 = [&](u32 w, int pair) {  // 8 codes of w (3 bits a nibble) -> pairs pair..pair+3
+    if (BF16) {
+      constexpr u32 mag = (0x4300u + T) * 0x10001u;  // 128 + T
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        put2<N>(dst, pair + k, fma_bf16x2(and_or(w >> (4 * k), 0x00070007u, 0x43004300u),
+                                          0x3F803F80u, mag ^ 0x80008000u));
+      return;
+    }
+    constexpr u32 lo = (0x6400u + T) * 0x10001u, hi = (0xD400u + 16 * T) * 0x10001u;
+    const u32 v = w >> 8;
+    put2<N>(dst, pair, sub_f16x2(and_or(w, 0x00070007u, 0x64006400u), lo));
+    put2<N>(dst, pair + 1, fma_f16x2(and_or(w, 0x00700070u, 0x64006400u), 0x2C002C00u, hi));
+    put2<N>(dst, pair + 2, sub_f16x2(and_or(v, 0x00070007u, 0x64006400u), lo));
+    put2<N>(dst, pair + 3, fma_f16x2(and_or(v, 0x00700070u, 0x64006400u), 0x2C002C00u, hi));
+  };
+#pragma unroll
+  for (int g = 0; g < N / 32; ++g) {
+    u32 spread = 0;
+#pragma unroll
+    for (int i = 0; i < 3; ++i) {
+      const int at = 4 * i;
+      const u32 w = at < P0 ? part_word<P0>(a, g, i)
+                  : at < P0 + P1 ? part_word<P1>(b, g, (at - P0) / 4)
+                                 : part_word<P2>(c, g, (at - P0 - P1) / 4);
+      spread = and_or(w >> (3 - i), 0x11111111u << i, spread);
+      cast8(w, 16 * g + 4 * i);
+    }
+    cast8(spread, 16 * g + 12);
+  }
+}
+
 // B-bit floats of E exponent and 2 mantissa bits in bytes (the layout above, each byte's sign at
 // bit 7 and its spare bits at B - 1..6): per word one LOP3 clears the spare bits and two PRMTs
 // put the bytes in the halves' high bytes, where sign, exponent and mantissa are already an f16
@@ -762,6 +810,7 @@ using fast::fast_cast_float;
 using fast::fast_cast_float_planes;
 using fast::fast_cast_int;
 using fast::fast_cast_int_z;
+using fast::fast_cast_nibbles3;
 using fast::fast_cast_planes;
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 using fast::fast_cast_e4m3_cvt;
