@@ -70,7 +70,9 @@ CASES = [("uint7", "float16", 0, 0), ("uint7", "float16", 64, 0), ("uint7", "flo
          ("uint6", "float16", 32, 0), ("uint6", "bfloat16", 127, 0),
          ("float6_e3m2", "float16", 0, 0), ("float6_e3m2", "float16", 0, -12),
          ("float6_e3m2", "float16", 0, -5), ("float6_e3m2", "bfloat16", 0, 0),
-         ("float6_e3m2", "bfloat16", 0, -3), ("uint3", "float16", 0, 0),
+         ("float6_e3m2", "bfloat16", 0, -3), ("float6_e2m3", "float16", 0, -14),
+         ("float6_e2m3", "float16", 0, -2), ("float6_e2m3", "bfloat16", 0, 0),
+         ("uint3", "float16", 0, 0),
          ("uint3", "float16", 11, 0), ("uint3", "bfloat16", 63, 0)]
 
 
@@ -125,14 +127,14 @@ def test_parts_that_do_not_make_4_bits_bytes_a_group_are_refused_at_their_line()
     assert "T.cast_bytes" in err.span.source_line()
 
 
-@pytest.mark.parametrize("dtype", ["uint5", "int7", "float8_e4m3", "float6_e2m3"])
+@pytest.mark.parametrize("dtype", ["uint5", "int7", "float8_e4m3", "float6_e1m4"])
 def test_codes_of_other_types_are_refused(dtype):
-    """(5 bits and signed ints at their line: the VM's meaning is unsigned 6 or 7 bits; a
-    float without 2 mantissa bits runs on the VM, and the GPU refuses it)"""
-    if dtype == "float6_e2m3":
+    """(5 bits and signed ints at their line: the VM's meaning is unsigned 3, 6 or 7 bits; a
+    float without 2 or 3 mantissa bits runs on the VM, and the GPU refuses it)"""
+    if dtype == "float6_e1m4":
         with pytest.raises(TilecraftError) as info:
             generate_cuda(bytes_tile(dtype, "float16").func, "sm_90a")
-        assert info.value.code == "TC502" and "2 mantissa bits" in info.value.message
+        assert info.value.code == "TC502" and "2 or 3 mantissa bits" in info.value.message
         return
     with pytest.raises(TilecraftError) as info:
         bytes_tile(dtype, "float16", parts=(4, 2, 1)).func
@@ -161,6 +163,7 @@ def test_an_offset_the_fast_routine_cannot_take_is_refused_on_the_gpu_only():
     (1, "int6", 0, "bfloat16", "tc::fast_cast_bytes<6, true, 32, 32, 16, 8, 0>"),
     (1, "float6_e3m2", 0, "float16", "tc::fast_cast_bytes_float<6, 3, false, 32, -12, 16, 8, 0>"),
     (16, "uint3", 4, "float16", "tc::fast_cast_nibbles3<false, 32, 4, 8, 4, 0>"),
+    (1, "float6_e2m3", 0, "float16", "tc::fast_cast_bytes_float<6, 2, false, 32, -14, 16, 8, 0>"),
     (4096, "int3", 0, "bfloat16", "tc::fast_cast_nibbles3<true, 32, 4, 8, 4, 0>"),
     (4096, "float6_e3m2", 0, "bfloat16", "tc::fast_cast_bytes_float<6, 3, true, 32, 0, 16, 8, 0>")])
 def test_the_quantized_matmul_casts_6_and_7_bit_weights_from_bytes(M, wtype, zero, xtype, want):

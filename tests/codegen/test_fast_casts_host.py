@@ -447,8 +447,8 @@ def test_six_and_seven_bit_codes_in_bytes_are_cast_exactly(tmp_path):
 
 
 def test_floats_in_bytes_are_cast_exactly(tmp_path):
-    """`fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>`: float6_e3m2 and float7_e4m2 codes
-    in bytes with each byte's sign at bit 7 (`pack_bytes(..., sign_at_top=True)`), every code at
+    """`fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>`: 6- and 7-bit floats with 2 and 3
+    mantissa bits (e3m2, e4m2, e2m3, e3m3) in bytes with each byte's sign at bit 7 (`pack_bytes(..., sign_at_top=True)`), every code at
     every position, to f16 and bf16 times 2^S from 0 to the bottom: bit for bit the
     interpreter's decode, scale and conversion (block/vm_ops.py `_cast_bytes`)."""
     from tilecraft.dtypes.packing import pack_bytes
@@ -457,7 +457,8 @@ def test_floats_in_bytes_are_cast_exactly(tmp_path):
     if cxx is None:
         pytest.skip("no host C++ compiler")
     cases = []
-    for src, parts in (("float6_e3m2", (16, 8, 0)), ("float7_e4m2", (16, 8, 4))):
+    for src, parts in (("float6_e3m2", (16, 8, 0)), ("float7_e4m2", (16, 8, 4)),
+                       ("float6_e2m3", (16, 8, 0)), ("float7_e3m3", (28, 0, 0))):
         s = dt.resolve(src)
         for dst in ("float16", "bfloat16"):
             bottom = (127 if dst == "bfloat16" else 15) - s.bias

@@ -82,21 +82,21 @@ class CastPrinter:
 
     def _CastBytes(self, s: CastBytes) -> None:
         """6- or 7-bit codes in bytes, to f16 / bf16, from at most three parts of whole words
-        a group: ints minus an offset below 128 by `tc::fast_cast_bytes`, floats with 2
+        a group: ints minus an offset below 128 by `tc::fast_cast_bytes`, floats with 2 or 3
         mantissa bits times 2^S (S <= 0, down to the biases' difference) by
         `tc::fast_cast_bytes_float` (anything else is refused)."""
         t, out, n = s.dtype, s.out.dtype, s.out.layout.local_size
         sizes = [x.layout.local_size * 32 // n for x in s.parts]  # (bytes a group: verified)
         bottom = -((127 if out.name == "bfloat16" else 15) - t.bias) if t.is_float else 0
         kind_ok = (0 <= s.offset < (64 if t.bits == 3 else 128)) if not t.is_float else \
-            t.mantissa_bits == 2 and bottom <= s.scale <= 0
+            t.mantissa_bits in (2, 3) and bottom <= s.scale <= 0
         if out.name not in ("float16", "bfloat16") or not kind_ok or len(sizes) > 3 \
                 or any(b % 4 for b in sizes):
             raise self.refuse(s, f"cast_bytes of {t} to {out} (offset {s.offset}, scale "
                               f"2^{s.scale}) from parts of {sizes} bytes a group (tilecraft "
                               "casts codes in bytes to f16 or bf16 from at most three parts of "
                               "whole words a group: ints minus 0..127 (3 bits: 0..63), floats "
-                              "with 2 mantissa "
+                              "with 2 or 3 mantissa "
                               f"bits times 2^s for {bottom} <= s <= 0)")
         sizes += [0] * (3 - len(sizes))
         names = [self.tensor(x) for x in s.parts] + ["nullptr"] * (3 - len(s.parts))

@@ -28,9 +28,9 @@
 //       reads them), 8 spread over their top bits (the 3-bit ints' storage: quant/qmm.py)
 //   fast_cast_bytes_z<B, BF16, N, P0, P1, P2>(a, b, c, zs, dst)  the same minus magic + T per
 //       pair from zs (each half its own: zero points per element, whole numbers, T < 128)
-//   fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>(a, b, c, dst)  B-bit floats with 2
-//       mantissa bits (float6_e3m2, float7_e4m2; every code finite) in bytes, each byte's sign
-//       at bit 7 (`pack_bytes(..., sign_at_top=True)`), times 2^S (S <= 0; none at the bottom)
+//   fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>(a, b, c, dst)  B-bit floats with 2 or 3
+//       mantissa bits (float6_e3m2 / e2m3, float7_e4m2 / e3m3; every code finite) in bytes, each
+//       byte's sign at bit 7 (`pack_bytes(..., sign_at_top=True)`), times 2^S (S <= 0)
 //   fast_cast_e4m3_cvt<N>(src, dst)  float8_e4m3 -> f16 by cvt.rn.f16x2.e4m3x2 (sm_89+), NaNs as
 //       fast_cast_float makes them (a thread with a NaN code casts again by it)
 //   fast_cast_float<E, M, SPECIAL, BF16, N, ILV, S>(src, dst) 1 + E + M bit floats (f16: E <= 4,
@@ -724,16 +724,18 @@ TC_DEVICE void fast_cast_nibbles3(const void* a, const void* b, const void* c, v
   }
 }
 
-// B-bit floats of E exponent and 2 mantissa bits in bytes (the layout above, each byte's sign at
-// bit 7 and its spare bits at B - 1..6): per word one LOP3 clears the spare bits and two PRMTs
-// put the bytes in the halves' high bytes, where sign, exponent and mantissa are already an f16
-// of value code * 2^-(15 - bias) (subnormals too), so at the bottom of S nothing else is done
-// (else one multiply); to bf16 each pair moves its magnitude down 3 (SHF + 2 LOP3) and is
-// multiplied by 2^(127 - bias + S). The spread codes gather in the same byte layout (a SHF and
-// a LOP3 a word; the word holding each code's sign bit, one more pair).
+// B-bit floats of E exponent and M = B - 1 - E (2 or 3) mantissa bits in bytes (the layout above,
+// each byte's sign at bit 7 and its spare bits at B - 1..6): per word one LOP3 clears the spare
+// bits and two PRMTs put the bytes in the halves' high bytes, where with M = 2 sign, exponent and
+// mantissa are already an f16 of value code * 2^-(15 - bias) (subnormals too), so at the bottom
+// of S nothing else is done (else one multiply); with M = 3, and to bf16, each pair moves its
+// magnitude down M - 2 (bf16: M + 1) under the sign (SHF + 2 LOP3) first. The spread codes
+// gather in the same byte layout (a SHF and a LOP3 a word; the word holding each code's sign
+// bit, one more pair).
 template <int B, int E, bool BF16, int N, int S = 0, int P0 = 4 * B, int P1 = 0, int P2 = 0>
 TC_DEVICE void fast_cast_bytes_float(const void* a, const void* b, const void* c, void* dst) {
-  static_assert((B == 6 || B == 7) && B == 1 + E + 2, "6- or 7-bit floats with 2 mantissa bits");
+  constexpr int M = B - 1 - E;
+  static_assert((B == 6 || B == 7) && (M == 2 || M == 3), "6- or 7-bit, 2 or 3 mantissa bits");
   static_assert(N % 32 == 0, "whole groups of 32 codes");
   static_assert(P0 + P1 + P2 == 4 * B && P0 % 4 == 0 && P1 % 4 == 0 && P2 % 4 == 0,
                 "4 B bytes a group, whole words from each part");
@@ -742,9 +744,10 @@ TC_DEVICE void fast_cast_bytes_float(const void* a, const void* b, const void* c
   static_assert(S <= 0 && UP >= 0, "times 2^S, S <= 0: down to the codes' own bits");
   constexpr u32 keep = (((1u << (B - 1)) - 1u) | 0x80u) * 0x01010101u;  // all but the spare
   constexpr u32 scale = (u32(UP + BIASD) << MD) * 0x10001u;
-  constexpr u32 mag = ((1u << (B - 1)) - 1u) << 5;  // bf16: the magnitude, 3 below the f16's
+  constexpr int DOWN = BF16 ? M + 1 : M - 2;  // the magnitude's shift from the high byte's
+  constexpr u32 mag = ((1u << (B - 1)) - 1u) << (8 - DOWN);
   auto out = [&](int pair, u32 h) {
-    if (BF16) h = and_or(h >> 3, mag * 0x10001u, h & 0x80008000u);
+    if (DOWN) h = and_or(h >> DOWN, mag * 0x10001u, h & 0x80008000u);
     put2<N>(dst, pair, UP ? mul2<BF16>(h, scale) : h);
   };
 #pragma unroll
