@@ -448,9 +448,10 @@ def test_six_and_seven_bit_codes_in_bytes_are_cast_exactly(tmp_path):
 
 def test_floats_in_bytes_are_cast_exactly(tmp_path):
     """`fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>`: 6- and 7-bit floats with 2 and 3
-    mantissa bits (e3m2, e4m2, e2m3, e3m3) in bytes with each byte's sign at bit 7 (`pack_bytes(..., sign_at_top=True)`), every code at
-    every position, to f16 and bf16 times 2^S from 0 to the bottom: bit for bit the
-    interpreter's decode, scale and conversion (block/vm_ops.py `_cast_bytes`)."""
+    mantissa bits (e3m2, e4m2, e2m3, e3m3) in bytes with each byte's sign at bit 7
+    (`pack_bytes(..., sign_at_top=True)`), every code at every position, to f16 and bf16 times
+    2^S from 0 to the bottom: bit for bit the interpreter's decode, scale and conversion
+    (block/vm_ops.py `_cast_bytes`)."""
     from tilecraft.dtypes.packing import pack_bytes
 
     cxx = shutil.which("g++") or shutil.which("clang++")
