@@ -42,8 +42,8 @@ def planes_tile(dtype, out_dtype, scale=0, natural=False):
 
 def _tile(dtype: str, seed: int):
     """(codes, hi plane, lo plane) of one tile: the planes as the quantized matmul packs a
-    6-bit float that it stores as planes (pack_codes: float6_e1m4 or e4m1; e3m2 and e2m3 are
-    in bytes since session 24, and their planes are made the same way here)."""
+    6-bit float that it stores as planes (pack_codes: float6_e2m3, e1m4, e4m1; e3m2 is in
+    bytes since session 24, and its planes are made the same way here)."""
     codes = torch.from_numpy(np.random.default_rng(seed).integers(0, 64, (16, 64))).to(torch.uint8)
     codes[0, :] = torch.arange(64, dtype=torch.uint8)  # every code once
     hi = pack_weight(codes >> 4, "uint2", layout=pack_layout("uint2")).reshape(1, -1)
@@ -111,7 +111,7 @@ def test_planes_that_do_not_make_the_codes_are_refused():
     (4096, "bfloat16", "tc::fast_cast_float_planes<1, 4, true, 32>"),
     (1, "float16", "tc::fast_cast_float_planes<1, 4, false, 32, -15>")])
 def test_the_quantized_matmul_casts_6_bit_float_weights_from_their_planes(M, xtype, want):
-    """(float6_e1m4; e3m2 and e2m3 are cast from bytes: test_code_bytes.py)"""
+    """(float6_e1m4, as e2m3; e3m2 is cast from bytes: test_code_bytes.py)"""
     N, K = 256, 1024
     cfg = choose_config(M, N, K, 6, 128, "float6_e1m4")
     if M > 16:

@@ -46,7 +46,7 @@ def _reference_packing(codes: np.ndarray, dtype: str) -> np.ndarray:
     t = dtypes.resolve(dtype)
     planes = {5: (4, 1)}.get(t.bits) if t.is_integer else \
         (2, 4) if t.bits == 6 and t.f16_headroom else None  # (float6_e5m0: one dense plane)
-    if (t.is_integer and t.bits in (6, 7)) or t.name in ("float6_e3m2", "float6_e2m3"):
+    if (t.is_integer and t.bits in (6, 7)) or t.name == "float6_e3m2":
         return _reference_bytes(codes, t.bits, t.kind == "int", t.is_float)
     if t.is_integer and t.bits == 3:
         return _reference_nibbles(codes, t.kind == "int")
