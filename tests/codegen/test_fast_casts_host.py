@@ -10,6 +10,7 @@ position; the integer casts also minus zero points (the fused `fast_cast_int<...
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -395,6 +396,58 @@ def test_six_bit_floats_from_their_two_planes_are_cast_exactly(tmp_path):
         assert bad.size == 0, (s.name, dst, n, scale, [(int(c), int(i)) for c, i in bad[:4]])
 
 
+def _check_grouped_casts(tmp_path, cases) -> None:
+    """Run grouped casts of codes in bytes on the host and compare them bit for bit. `cases`:
+    (label, func, n, parts, rounds), each round (groups, want, zs): the bytes [n / 32, bytes a
+    group] split into up to three parts of `parts` bytes a group, the n results' wanted f16 /
+    bf16 bits, and per-pair subtrahends (`fast_cast_bytes_z`) or None; `func(p0, p1, p2[, zs],
+    out)` casts them."""
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    table = lambda rs: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rs)  # noqa
+    calls = []
+    for k, (_, func, n, parts, rounds) in enumerate(cases):
+        rows = [[], [], []]
+        for groups, _, _ in rounds:
+            at = 0
+            for p, size in enumerate(parts):
+                rows[p].append(groups[:, at:at + size].ravel().tolist() or [0])
+                at += size
+        decls = [f"  alignas(4) static const unsigned char p{p}[{len(rounds)}]"
+                 f"[{len(rows[p][0])}] = {{{table(rows[p])}}};" for p in range(3)]
+        zs = rounds[0][2] is not None
+        if zs:
+            decls.append(f"  static const unsigned zs[{len(rounds)}][{n // 2}] = "
+                         f"{{{table([z for _, _, z in rounds])}}};")
+        newline = "\n"
+        calls.append(f"""{{
+{newline.join(decls)}
+  for (int c = 0; c < {len(rounds)}; ++c) {{
+    unsigned short o[{n}];
+    {func}(p0[c], p1[c], p2[c], {"zs[c], " if zs else ""}o);
+    printf("{k}");
+    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
+    printf("\\n");
+  }}
+}}""")
+    got_rows = _run(cxx, tmp_path, calls)
+    for k, (label, _, _, _, rounds) in enumerate(cases):
+        got, want = np.array(got_rows[k]), np.array([w for _, w, _ in rounds])
+        bad = np.argwhere(got != want)
+        assert bad.size == 0, (label, [(int(c), int(i)) for c, i in bad[:4]])
+
+
+def _bits(dst: str, values) -> np.ndarray:
+    """The f16 / bf16 bits of `values` as a store converts them (int64)."""
+    return np.asarray(store_cast(dt.resolve(dst), np.asarray(values, np.float64))) \
+        .view(np.uint16).astype(np.int64)
+
+
+def _bf16(dst: str) -> str:
+    return "true" if dst == "bfloat16" else "false"
+
+
 def test_six_and_seven_bit_codes_in_bytes_are_cast_exactly(tmp_path):
     """`fast_cast_bytes<B, BF16, N, T, P0, P1, P2>`: 6- and 7-bit codes stored 32 in 4 B bytes
     (dtypes/packing.py `pack_bytes`: 4 B in the bytes' low bits, the rest spread over their top
@@ -404,46 +457,19 @@ def test_six_and_seven_bit_codes_in_bytes_are_cast_exactly(tmp_path):
     `_cast_bytes`)."""
     from tilecraft.dtypes.packing import pack_bytes
 
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler")
     split = {7: ((16, 8, 4), (28, 0, 0), (4, 12, 12)), 6: ((16, 8, 0), (24, 0, 0), (8, 4, 12))}
-    cases = [(b, n, dst, t, parts) for b in (6, 7) for n in (32, 64)
-             for dst in ("float16", "bfloat16") for t in (0, 5, 64, 127) for parts in split[b]]
-    calls, wants = [], []
-    for k, (b, n, dst, t, parts) in enumerate(cases):
-        rows, want = [[], [], []], []
-        for c in range(1 << b):
-            codes = (c + 5 * np.arange(n)) % (1 << b)  # every code at every position over c
-            groups = pack_bytes(codes.astype(np.uint8), b).reshape(n // 32, 4 * b)
-            at = 0
-            for p, size in enumerate(parts):
-                rows[p].append(groups[:, at:at + size].ravel().tolist() or [0])
-                at += size
-            want.append(np.asarray(store_cast(dt.resolve(dst), codes.astype(np.float64) - t))
-                        .view(np.uint16).astype(np.int64))
-        wants.append(want)
-        table = lambda rs: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rs)  # noqa
-        func = (f"tc::fast_cast_bytes<{b}, {'true' if dst == 'bfloat16' else 'false'}, {n}, "
-                f"{t}, {parts[0]}, {parts[1]}, {parts[2]}>")
-        decls = "\n".join(
-            f"  alignas(4) static const unsigned char p{p}[{1 << b}][{len(rows[p][0])}] = "
-            f"{{{table(rows[p])}}};" for p in range(3))
-        calls.append(f"""{{
-{decls}
-  for (int c = 0; c < {1 << b}; ++c) {{
-    unsigned short o[{n}];
-    {func}(p0[c], p1[c], p2[c], o);
-    printf("{k}");
-    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
-    printf("\\n");
-  }}
-}}""")
-    rows = _run(cxx, tmp_path, calls)
-    for k, (b, n, dst, t, parts) in enumerate(cases):
-        got = np.array(rows[k])
-        bad = np.argwhere(got != np.array(wants[k]))
-        assert bad.size == 0, (b, n, dst, t, parts, [(int(c), int(i)) for c, i in bad[:4]])
+    cases = []
+    for b in (6, 7):
+        for n, dst, t, parts in itertools.product((32, 64), ("float16", "bfloat16"),
+                                                   (0, 5, 64, 127), split[b]):
+            rounds = []
+            for c in range(1 << b):
+                codes = (c + 5 * np.arange(n)) % (1 << b)  # every code at every position
+                groups = pack_bytes(codes.astype(np.uint8), b).reshape(n // 32, 4 * b)
+                rounds.append((groups, _bits(dst, codes - t), None))
+            func = f"tc::fast_cast_bytes<{b}, {_bf16(dst)}, {n}, {t}, {', '.join(map(str, parts))}>"
+            cases.append((func, func, n, parts, rounds))
+    _check_grouped_casts(tmp_path, cases)
 
 
 def test_floats_in_bytes_are_cast_exactly(tmp_path):
@@ -454,55 +480,24 @@ def test_floats_in_bytes_are_cast_exactly(tmp_path):
     (block/vm_ops.py `_cast_bytes`)."""
     from tilecraft.dtypes.packing import pack_bytes
 
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler")
     cases = []
     for src, parts in (("float6_e3m2", (16, 8, 0)), ("float7_e4m2", (16, 8, 4)),
                        ("float6_e2m3", (16, 8, 0)), ("float7_e3m3", (28, 0, 0))):
         s = dt.resolve(src)
-        for dst in ("float16", "bfloat16"):
+        for dst, n in itertools.product(("float16", "bfloat16"), (32, 64)):
             bottom = (127 if dst == "bfloat16" else 15) - s.bias
-            for n in (32, 64):
-                for scale in sorted({0, -1, -bottom}):
-                    cases.append((s, dst, n, scale, parts))
-    calls, wants = [], []
-    for k, (s, dst, n, scale, parts) in enumerate(cases):
-        rows, want = [[], [], []], []
-        for c in range(1 << s.bits):
-            codes = (c + 5 * np.arange(n)) % (1 << s.bits)
-            groups = pack_bytes(codes.astype(np.uint8), s.bits, sign_at_top=True)
-            groups = groups.reshape(n // 32, 4 * s.bits)
-            at = 0
-            for p, size in enumerate(parts):
-                rows[p].append(groups[:, at:at + size].ravel().tolist() or [0])
-                at += size
-            values = s.decode(codes).astype(np.float64) * 2.0 ** scale
-            want.append(np.asarray(store_cast(dt.resolve(dst), values))
-                        .view(np.uint16).astype(np.int64))
-        wants.append(want)
-        table = lambda rs: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rs)  # noqa
-        func = (f"tc::fast_cast_bytes_float<{s.bits}, {s.exponent_bits}, "
-                f"{'true' if dst == 'bfloat16' else 'false'}, {n}, {scale}, "
-                f"{parts[0]}, {parts[1]}, {parts[2]}>")
-        decls = "\n".join(
-            f"  alignas(4) static const unsigned char p{p}[{1 << s.bits}][{len(rows[p][0])}] = "
-            f"{{{table(rows[p])}}};" for p in range(3))
-        calls.append(f"""{{
-{decls}
-  for (int c = 0; c < {1 << s.bits}; ++c) {{
-    unsigned short o[{n}];
-    {func}(p0[c], p1[c], p2[c], o);
-    printf("{k}");
-    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
-    printf("\\n");
-  }}
-}}""")
-    rows = _run(cxx, tmp_path, calls)
-    for k, (s, dst, n, scale, parts) in enumerate(cases):
-        got = np.array(rows[k])
-        bad = np.argwhere(got != np.array(wants[k]))
-        assert bad.size == 0, (s.name, dst, n, scale, [(int(c), int(i)) for c, i in bad[:4]])
+            for scale in sorted({0, -1, -bottom}):
+                rounds = []
+                for c in range(1 << s.bits):
+                    codes = (c + 5 * np.arange(n)) % (1 << s.bits)
+                    groups = pack_bytes(codes.astype(np.uint8), s.bits, sign_at_top=True)
+                    values = s.decode(codes).astype(np.float64) * 2.0 ** scale
+                    rounds.append((groups.reshape(n // 32, 4 * s.bits), _bits(dst, values),
+                                   None))
+                func = (f"tc::fast_cast_bytes_float<{s.bits}, {s.exponent_bits}, {_bf16(dst)}, "
+                        f"{n}, {scale}, {', '.join(map(str, parts))}>")
+                cases.append((func, func, n, parts, rounds))
+    _check_grouped_casts(tmp_path, cases)
 
 
 def test_codes_in_bytes_minus_zero_points_per_element_are_cast_exactly(tmp_path):
@@ -512,50 +507,21 @@ def test_codes_in_bytes_minus_zero_points_per_element_are_cast_exactly(tmp_path)
     subtraction (the fused form of the quantized matmul's per-group zero codes)."""
     from tilecraft.dtypes.packing import pack_bytes
 
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler")
-    cases = [(b, n, dst) for b in (6, 7) for n in (32, 64) for dst in ("float16", "bfloat16")]
-    calls, wants = [], []
-    for k, (b, n, dst) in enumerate(cases):
-        parts = ((16, 8, 4) if b == 7 else (16, 8, 0))
-        rows, zrows, want = [[], [], []], [], []
+    cases = []
+    for b, n, dst in itertools.product((6, 7), (32, 64), ("float16", "bfloat16")):
+        parts = (16, 8, 4) if b == 7 else (16, 8, 0)
         magic = 0x4300 if dst == "bfloat16" else 0x6400
+        rounds = []
         for c in range(1 << b):
             codes = (c + 5 * np.arange(n)) % (1 << b)
             zeros = (3 * c + 11 * np.arange(n)) % 128  # (T per element: 0..127)
             groups = pack_bytes(codes.astype(np.uint8), b).reshape(n // 32, 4 * b)
-            at = 0
-            for p, size in enumerate(parts):
-                rows[p].append(groups[:, at:at + size].ravel().tolist() or [0])
-                at += size
-            zrows.append([(magic + int(zeros[2 * q])) | (magic + int(zeros[2 * q + 1])) << 16
-                          for q in range(n // 2)])
-            want.append(np.asarray(store_cast(dt.resolve(dst), (codes - zeros).astype(np.float64)))
-                        .view(np.uint16).astype(np.int64))
-        wants.append(want)
-        table = lambda rs: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rs)  # noqa
-        func = (f"tc::fast_cast_bytes_z<{b}, {'true' if dst == 'bfloat16' else 'false'}, {n}, "
-                f"{parts[0]}, {parts[1]}, {parts[2]}>")
-        decls = "\n".join(
-            f"  alignas(4) static const unsigned char p{p}[{1 << b}][{len(rows[p][0])}] = "
-            f"{{{table(rows[p])}}};" for p in range(3))
-        calls.append(f"""{{
-{decls}
-  static const unsigned zs[{1 << b}][{n // 2}] = {{{table(zrows)}}};
-  for (int c = 0; c < {1 << b}; ++c) {{
-    unsigned short o[{n}];
-    {func}(p0[c], p1[c], p2[c], zs[c], o);
-    printf("{k}");
-    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
-    printf("\\n");
-  }}
-}}""")
-    rows = _run(cxx, tmp_path, calls)
-    for k, (b, n, dst) in enumerate(cases):
-        got = np.array(rows[k])
-        bad = np.argwhere(got != np.array(wants[k]))
-        assert bad.size == 0, (b, n, dst, [(int(c), int(i)) for c, i in bad[:4]])
+            zs = [(magic + int(zeros[2 * q])) | (magic + int(zeros[2 * q + 1])) << 16
+                  for q in range(n // 2)]
+            rounds.append((groups, _bits(dst, codes - zeros), zs))
+        func = f"tc::fast_cast_bytes_z<{b}, {_bf16(dst)}, {n}, {', '.join(map(str, parts))}>"
+        cases.append((func, func, n, parts, rounds))
+    _check_grouped_casts(tmp_path, cases)
 
 
 def test_three_bit_codes_in_nibbles_are_cast_exactly(tmp_path):
@@ -566,42 +532,14 @@ def test_three_bit_codes_in_nibbles_are_cast_exactly(tmp_path):
     interpreter's decode and subtraction (block/vm_ops.py `_cast_bytes`)."""
     from tilecraft.dtypes.packing import pack_bytes
 
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler")
-    cases = [(n, dst, t, parts) for n in (32, 64) for dst in ("float16", "bfloat16")
-             for t in (0, 4, 11, 63) for parts in ((8, 4, 0), (12, 0, 0), (4, 4, 4))]
-    calls, wants = [], []
-    for k, (n, dst, t, parts) in enumerate(cases):
-        rows, want = [[], [], []], []
+    cases = []
+    for n, dst, t, parts in itertools.product((32, 64), ("float16", "bfloat16"), (0, 4, 11, 63),
+                                              ((8, 4, 0), (12, 0, 0), (4, 4, 4))):
+        rounds = []
         for c in range(8):
             codes = (c + 5 * np.arange(n) + np.arange(n) // 8) % 8
             groups = pack_bytes(codes.astype(np.uint8), 3).reshape(n // 32, 12)
-            at = 0
-            for p, size in enumerate(parts):
-                rows[p].append(groups[:, at:at + size].ravel().tolist() or [0])
-                at += size
-            want.append(np.asarray(store_cast(dt.resolve(dst), codes.astype(np.float64) - t))
-                        .view(np.uint16).astype(np.int64))
-        wants.append(want)
-        table = lambda rs: ", ".join("{" + ", ".join(map(str, r)) + "}" for r in rs)  # noqa
-        func = (f"tc::fast_cast_nibbles3<{'true' if dst == 'bfloat16' else 'false'}, {n}, {t}, "
-                f"{parts[0]}, {parts[1]}, {parts[2]}>")
-        decls = "\n".join(
-            f"  alignas(4) static const unsigned char p{p}[8][{len(rows[p][0])}] = "
-            f"{{{table(rows[p])}}};" for p in range(3))
-        calls.append(f"""{{
-{decls}
-  for (int c = 0; c < 8; ++c) {{
-    unsigned short o[{n}];
-    {func}(p0[c], p1[c], p2[c], o);
-    printf("{k}");
-    for (int i = 0; i < {n}; ++i) printf(" %u", o[i]);
-    printf("\\n");
-  }}
-}}""")
-    rows = _run(cxx, tmp_path, calls)
-    for k, (n, dst, t, parts) in enumerate(cases):
-        got = np.array(rows[k])
-        bad = np.argwhere(got != np.array(wants[k]))
-        assert bad.size == 0, (n, dst, t, parts, [(int(c), int(i)) for c, i in bad[:4]])
+            rounds.append((groups, _bits(dst, codes - t), None))
+        func = f"tc::fast_cast_nibbles3<{_bf16(dst)}, {n}, {t}, {', '.join(map(str, parts))}>"
+        cases.append((func, func, n, parts, rounds))
+    _check_grouped_casts(tmp_path, cases)

@@ -123,7 +123,6 @@ def select_instructions(program: BlockProgram, target=None) -> dict[int, object]
     for seq in walk(program.body):
         if isinstance(seq, SeqStmt):
             _fuse_cast_readers(seq.stmts, plans, readers, target)
-            _fuse_bytes_zeros(seq.stmts, plans, readers)
             _fuse_plane_sums(seq.stmts, plans, readers)
             _fuse_operand_loads(seq.stmts, plans)
     return plans
@@ -168,63 +167,40 @@ def _readers(program: BlockProgram) -> dict:
 def _fuse_cast_readers(stmts, plans: dict, readers: dict, target) -> None:
     """A fast cast whose only reader, later in the same sequence, subtracts a whole constant
     or multiplies by a power of two, or subtracts per-element whole zero points
-    (`fused_codes`) (nothing writing the cast's source in between):
-    that reader prints as the cast with the constant joined to its trick
-    (select_cast.fused_reader)."""
-    from .select_cast import Cast, CastPlan, fused_codes, fused_reader
+    (`fused_codes`), nothing writing the cast's sources in between: that reader prints as the
+    cast with the constant joined to its trick (select_cast.fused_reader). A `cast_bytes` of
+    integer codes likewise takes per-element zero points into its per-pair subtrahends
+    (select_cast.fused_bytes_codes: the quantized matmul's zero codes)."""
+    from .compute import CastBytes
+    from .select_cast import Cast, CastPlan, fused_bytes_codes, fused_codes, fused_reader
 
     for i, cast in enumerate(stmts):
         plan = plans.get(id(cast))
-        if not isinstance(cast, Cast) or not isinstance(plan, CastPlan):
+        fast = isinstance(cast, Cast) and isinstance(plan, CastPlan)
+        if not fast and not (isinstance(cast, CastBytes) and plan is None):
             continue
         users = readers.get(cast.out, [])
         if len(users) != 1:
             continue
         sub = users[0]
         j = next((j for j in range(i + 1, len(stmts)) if stmts[j] is sub), None)
-        if j is None or any(cast.src in _writes(x) for x in stmts[i + 1:j]):
+        sources = (cast.src,) if fast else cast.parts
+        if j is None or any(t in _writes(x) for x in stmts[i + 1:j] for t in sources):
             continue
-        fused = fused_reader(sub, cast, plan, target)
+        fused = fused_reader(sub, cast, plan, target) if fast else None
         if fused is None:  # per-element zero points, unchanged from their cast to `sub`
             made = {t: x for x in stmts[:j] for t in _writes(x)}  # (the last writer)
-            fused = fused_codes(sub, cast, plan, made)
+            fused = fused_codes(sub, cast, plan, made) if fast else \
+                fused_bytes_codes(sub, cast, made)
             if fused is not None:
                 k = next(k for k, x in enumerate(stmts[:j]) if x is made[sub.b])
                 if any(fused.codes in _writes(x) for x in stmts[k + 1:j]):
                     fused = None
         if fused is not None:
             plans[id(sub)] = fused
-            what = "multiplication" if fused.scale else "subtraction of its zero point"
+            what = "multiplication" if getattr(fused, "scale", 0) else \
+                "subtraction of its zero point"
             plans[id(cast)] = Fused(id(sub), f"the {what} below")
-
-
-def _fuse_bytes_zeros(stmts, plans: dict, readers: dict) -> None:
-    """A `cast_bytes` of integer codes whose only reader, later in the same sequence, subtracts
-    per-element whole zero points (the cast of `codes & m`, broadcast: the quantized matmul's
-    zero codes), nothing writing its parts or the codes in between: that reader prints as one
-    cast whose per-pair subtrahends hold the zero points (select_cast.fused_bytes_codes)."""
-    from .compute import CastBytes
-    from .select_cast import fused_bytes_codes
-
-    for i, cast in enumerate(stmts):
-        if not isinstance(cast, CastBytes) or id(cast) in plans:
-            continue
-        users = readers.get(cast.out, [])
-        if len(users) != 1:
-            continue
-        sub = users[0]
-        j = next((j for j in range(i + 1, len(stmts)) if stmts[j] is sub), None)
-        if j is None or any(p in _writes(x) for x in stmts[i + 1:j] for p in cast.parts):
-            continue
-        made = {t: x for x in stmts[:j] for t in _writes(x)}  # (the last writer)
-        fused = fused_bytes_codes(sub, cast, made)
-        if fused is None:
-            continue
-        k = next(k for k, x in enumerate(stmts[:j]) if x is made[sub.b])
-        if any(fused.codes in _writes(x) for x in stmts[k + 1:j]):
-            continue
-        plans[id(sub)] = fused
-        plans[id(cast)] = Fused(id(sub), "the subtraction of its zero points below")
 
 
 def _fuse_plane_sums(stmts, plans: dict, readers: dict) -> None:

@@ -209,32 +209,19 @@ def fused_codes(sub: BinaryOp, cast: Cast, plan: CastPlan, made: dict) -> FusedC
     the instruction that wrote each tensor) or of a type that narrow; 4- and 8-bit unsigned
     codes to f16, 4-bit to bf16 (`fast_cast_int_z`: the quantized matmul's per-group zeros);
     else None."""
-    from tilecraft.block.broadcast import broadcast_slots
-
-    from .tensors import RegisterTensor
-
     src, out = cast.src.dtype, cast.out.dtype
-    if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
-            or sub.out.dtype != out or sub.out.layout != cast.out.layout \
-            or not isinstance(sub.b, RegisterTensor) \
-            or src.kind != "uint" or (src.bits, out.name) not in _CODES \
+    zeros = _zero_codes(sub, cast.out, made)
+    if zeros is None or src.kind != "uint" or (src.bits, out.name) not in _CODES \
             or not plan.func.startswith("tc::fast_cast_int<"):
         return None
-    zf = made.get(sub.b)
-    if not isinstance(zf, Cast) or zf.out.dtype != out or zf.out.layout != zf.src.layout:
-        return None
-    codes = zf.src
-    top = _largest(codes, made)
-    if top is None or top >= zero_point_limit(src, out) or plan.count % (32 // src.bits):
-        return None
-    slots = broadcast_slots(cast.out.layout, codes.layout)
-    if (slots < 0).any() or not (slots == slots[0]).all():
+    codes, top, slots = zeros
+    if top >= zero_point_limit(src, out) or plan.count % (32 // src.bits):
         return None
     ilv = "true" if plan.func.rstrip(">").split(", ")[5:6] == ["true"] else "false"
     bf16 = ", true" if out.name == "bfloat16" else ""
     func = f"tc::fast_cast_int_z<{src.bits}, {plan.count}, {ilv}{bf16}>"
     return FusedCast(cast, CastPlan(plan.kind, plan.group, func, plan.count), 0, codes=codes,
-                     slots=tuple(int(x) for x in slots[0]))
+                     slots=slots)
 
 
 @dataclass(frozen=True)
@@ -250,40 +237,52 @@ class FusedBytes:
 
 
 def fused_bytes_codes(sub: BinaryOp, cast: Any, made: dict) -> FusedBytes | None:
-    """The fused plan for `sub` = `cast.out - cast(codes)` with `cast` a `cast_bytes` of
-    integer codes to f16 / bf16 and `codes` unsigned integers (each result's zero point,
+    """The fused plan for `sub` = `cast.out - cast(codes)` with `cast` a `cast_bytes` of 6- or
+    7-bit integer codes to f16 / bf16 and `codes` unsigned integers (each result's zero point,
     broadcast) that, with the cast's offset, stay below 128 (`x & m`, as in `fused_codes`);
     else None."""
-    from tilecraft.block.broadcast import broadcast_slots
-
-    from .tensors import RegisterTensor
-
     out = cast.out.dtype
-    if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != cast.out \
-            or sub.out.dtype != out or sub.out.layout != cast.out.layout \
-            or not isinstance(sub.b, RegisterTensor) \
-            or cast.dtype.is_float or cast.dtype.bits == 3 \
+    zeros = _zero_codes(sub, cast.out, made)
+    if zeros is None or cast.dtype.is_float or cast.dtype.bits == 3 \
             or out.name not in ("float16", "bfloat16"):
         return None
-    zf = made.get(sub.b)
-    if not isinstance(zf, Cast) or zf.out.dtype != out or zf.out.layout != zf.src.layout:
-        return None
-    codes = zf.src
-    top = _largest(codes, made)
-    if top is None or not 0 <= cast.offset or cast.offset + top >= 128:
-        return None
-    slots = broadcast_slots(cast.out.layout, codes.layout)
-    if (slots < 0).any() or not (slots == slots[0]).all():
-        return None
+    codes, top, slots = zeros
     n = cast.out.layout.local_size
     sizes = [x.layout.local_size * 32 // n for x in cast.parts]
-    if len(sizes) > 3 or any(b % 4 for b in sizes):
+    if not 0 <= cast.offset < 128 - top or len(sizes) > 3 or any(b % 4 for b in sizes):
         return None
     sizes += [0] * (3 - len(sizes))
     bf16 = "true" if out.name == "bfloat16" else "false"
     func = f"tc::fast_cast_bytes_z<{cast.dtype.bits}, {bf16}, {n}, " \
         f"{sizes[0]}, {sizes[1]}, {sizes[2]}>"
-    return FusedBytes(cast, codes, tuple(int(x) for x in slots[0]), func)
+    return FusedBytes(cast, codes, slots, func)
+
+
+def _zero_codes(sub: BinaryOp, result: Any, made: dict) -> tuple | None:
+    """(codes, their largest value, slots) where `sub` = `result - cast(codes)` in result's
+    type and layout, `codes` an unsigned integer register tensor (`_largest`) broadcast the
+    same way in every thread (slots: for each of result's registers, the register of `codes`
+    holding its value); else None."""
+    from tilecraft.block.broadcast import broadcast_slots
+
+    from .tensors import RegisterTensor
+
+    if not isinstance(sub, BinaryOp) or sub.op != "-" or sub.a != result \
+            or sub.out.dtype != result.dtype or sub.out.layout != result.layout \
+            or not isinstance(sub.b, RegisterTensor):
+        return None
+    zf = made.get(sub.b)
+    if not isinstance(zf, Cast) or zf.out.dtype != result.dtype \
+            or zf.out.layout != zf.src.layout:
+        return None
+    codes = zf.src
+    top = _largest(codes, made)
+    if top is None:
+        return None
+    slots = broadcast_slots(result.layout, codes.layout)
+    if (slots < 0).any() or not (slots == slots[0]).all():
+        return None
+    return codes, top, tuple(int(x) for x in slots[0])
 
 
 def _largest(codes, made: dict) -> int | None:
