@@ -221,14 +221,16 @@ def cast_planes(hi: RegisterTensor, lo: RegisterTensor, dtype: Any, out_dtype: A
 
 def cast_bytes(parts: Any, dtype: Any, out_dtype: Any, layout: Any, offset: int = 0,
                scale: int = 0) -> RegisterTensor:
-    """Codes of `dtype` (6 or 7 bits: unsigned ints, or floats whose every code is finite)
-    stored 32 in 4 * bits bytes (`tilecraft.dtypes.packing.pack_bytes`: 4 * bits codes in the
-    bytes' low bits, the rest spread over their top bits; floats' bytes with `sign_at_top`),
+    """Codes of `dtype` (3-, 6- or 7-bit unsigned ints, or 6- or 7-bit floats whose every code
+    is finite) stored 32 in 4 * bits bytes (`tilecraft.dtypes.packing.pack_bytes`: 4 * bits
+    codes in the bytes' low bits, the rest spread over their top bits; 3 bits in nibbles;
+    floats' bytes with `sign_at_top`; on the GPU floats with 2 or 3 mantissa bits),
     as `out_dtype` in `layout`: an int's code minus the whole number `offset`, a float's value
     times 2^scale. `parts`: one or more uint8 register tensors (a tensor or a list); each
     thread's elements of the result form groups of 32 whose bytes are, in order, the matching
-    group of each part's bytes. The quantized matmul stores 6- and 7-bit integer weights and
-    float6_e3m2 so (quant/qmm.py): one fast routine of byte permutes."""
+    group of each part's bytes. The quantized matmul stores 3-, 6- and 7-bit integer weights
+    and float6_e3m2 so (quant/qmm.py): one fast routine of byte permutes (tests:
+    tests/codegen/test_code_bytes.py shows a one-tile kernel)."""
     from tilecraft.block import CastBytes
 
     items = parts if isinstance(parts, (list, tuple)) else [parts]

@@ -74,7 +74,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     fplanes = planes is not None and resolve(wtype).is_float  # 6-bit floats: two planes
     as_bytes = in_bytes(wtype)  # 3-, 6-, 7-bit ints (offset-binary), float6_e3m2: in bytes
     offset = (1 << (bits - 1)) if (planes or as_bytes) and resolve(wtype).kind == "int" else 0
-    # (a whole zero point joins the offset the bytes' cast subtracts: at most 127 in all)
+    # (a whole zero point joins the offset the bytes' cast subtracts: below 128, 64 for 3 bits)
     fused_zero = as_bytes and not resolve(wtype).is_float and float(zero).is_integer() \
         and 0 <= offset + zero < (64 if bits == 3 else 128)
     zero = int(zero) if fused_zero else zero
