@@ -204,42 +204,47 @@ def test_two_tiles_a_warp_cast_two_groups_a_thread(dtype, scheme, M, device):
 @pytest.mark.parametrize("M, wtype, xtype, want", [
     (1, "uint6", "float16", "tc::fast_cast_bytes_z<6, false, 32, 16, 8, 0>"),
     (16, "uint7", "bfloat16", "tc::fast_cast_bytes_z<7, true, 32, 16, 8, 4>"),
-    (4096, "uint7", "float16", "tc::fast_cast_bytes_z<7, false, 32, 16, 8, 4>")])
+    (4096, "uint7", "float16", "tc::fast_cast_bytes_z<7, false, 32, 16, 8, 4>"),
+    (1, "uint3", "float16", "tc::fast_cast_nibbles3_z<false, 32, 0, 8, 4, 0>"),
+    (16, "uint3", "bfloat16", "tc::fast_cast_nibbles3_z<true, 32, 0, 8, 4, 0>"),
+    (4096, "uint3", "float16", "tc::fast_cast_nibbles3_z<false, 32, 0, 8, 4, 0>")])
 def test_zero_codes_join_the_bytes_cast_as_its_subtrahends(M, wtype, xtype, want):
-    """(asymmetric uint6 / uint7: each pair's zero points in the magic subtrahend, no
+    """(asymmetric uint3 / uint6 / uint7: each pair's zero points in the magic subtrahend, no
     subtraction of its own and no X sums for the zeros)"""
     N, K = 256, 1024
     cfg = dict(choose_config(M, N, K, resolve(wtype).bits, 128, wtype), zero_codes=True)
     src = generate_cuda(qmm_kernel(M, N, K, wtype, xtype, 128, 0, True, False, **cfg).func,
                         "sm_90a").source
     assert want in src and "const tc::u32 zs" in src
-    assert "tc::fast_cast_bytes<" not in src and "xsum" not in src
+    assert "tc::fast_cast_bytes<" not in src and "tc::fast_cast_nibbles3<" not in src
+    assert "xsum" not in src
 
 
-def test_asymmetric_6_and_7_bit_weights_take_zero_codes():
+def test_asymmetric_3_6_and_7_bit_weights_take_zero_codes():
     import tilecraft.quant as quant
     from tilecraft.quant import qmm
 
-    for dtype in ("uint6", "uint7"):
+    for dtype in ("uint3", "uint6", "uint7"):
         qw = quant.quantize(torch.randn(128, 256), dtype)
         assert qw.zeros is not None and qmm.zero_codes(qw) is not None
 
 
 @tilecraft.jit(out_idx=[-1])
-def bytes_minus_codes(rows, mask=127):
+def bytes_minus_codes(rows, mask=127, dtype="uint7"):
     """Codes in bytes (one row of 1024) minus zero codes `codes & mask` of (rows, 1024): with
     rows = 2 the subtraction broadcasts the cast over two rows (a shape the fused cast does not
     make: it stays a subtraction of its own)."""
-    small = spatial(1, 32) * local(1, 28)
+    bits = resolve(dtype).bits
+    small = spatial(1, 32) * local(1, 4 * bits)
     codes_layout = spatial(1, 32) * local(1, 32)
     zeros_layout = local(rows, 1) * spatial(1, 32) * local(1, 32)
 
     @T.prim_func
-    def k(W: T.Tensor((1, 896), "uint8"), Z: T.Tensor((rows, 1024), "uint8"),
+    def k(W: T.Tensor((1, 128 * bits), "uint8"), Z: T.Tensor((rows, 1024), "uint8"),
           Y: T.Tensor((rows, 1024), "float16")):
         with T.Kernel(1, threads=32):
             b = T.load_global(W, layout=small, offset=[0, 0])
-            w = T.cast_bytes([b], "uint7", "float16", layout=codes_layout)
+            w = T.cast_bytes([b], dtype, "float16", layout=codes_layout)
             zc = T.load_global(Z, layout=zeros_layout, offset=[0, 0])
             zf = T.cast(zc & mask, "float16")
             y = w - zf
@@ -248,29 +253,36 @@ def bytes_minus_codes(rows, mask=127):
     return k
 
 
-@pytest.mark.parametrize("rows, mask, fused", [(1, 127, True), (2, 127, False), (1, 255, False)])
-def test_the_zero_codes_fuse_only_where_the_fused_cast_computes_the_same(rows, mask, fused):
-    """(a broadcast of the cast, or codes that may reach 128, keep their subtraction)"""
+@pytest.mark.parametrize("dtype, rows, mask, fused", [
+    ("uint7", 1, 127, True), ("uint7", 2, 127, False), ("uint7", 1, 255, False),
+    ("uint3", 1, 63, True), ("uint3", 2, 63, False), ("uint3", 1, 64, False)])
+def test_the_zero_codes_fuse_only_where_the_fused_cast_computes_the_same(dtype, rows, mask,
+                                                                          fused):
+    """(a broadcast of the cast, or codes that may reach 128 (3 bits to f16: 64), keep their
+    subtraction)"""
+    bits = resolve(dtype).bits
     rng = np.random.default_rng(7)
-    codes = rng.integers(0, 128, (32, 32)).astype(np.uint8)  # thread t's 32 codes
-    W = torch.from_numpy(pack_bytes(codes, 7).reshape(1, 896))
+    codes = rng.integers(0, 1 << bits, (32, 32)).astype(np.uint8)  # thread t's 32 codes
+    W = torch.from_numpy(pack_bytes(codes, bits).reshape(1, 128 * bits))
     Z = torch.from_numpy(rng.integers(0, 256, (rows, 1024)).astype(np.uint8))
-    kernel = bytes_minus_codes(rows, mask)
+    kernel = bytes_minus_codes(rows, mask, dtype)
     y = kernel(W, Z)
     want = codes.reshape(1, 1024).astype(np.float64) - (Z.numpy() & mask)
     np.testing.assert_array_equal(y.numpy(), want.astype(np.float16))
     src = generate_cuda(kernel.func, "sm_90a").source
-    assert ("tc::fast_cast_bytes_z<" in src) == fused
+    assert ("tc::fast_cast_bytes_z<" in src or "tc::fast_cast_nibbles3_z<" in src) == fused
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows", [1, 2])
-def test_the_gpu_subtracts_the_zero_codes_as_the_vm(rows):
+@pytest.mark.parametrize("dtype, rows, mask", [("uint7", 1, 127), ("uint7", 2, 127),
+                                               ("uint3", 1, 63), ("uint3", 2, 63)])
+def test_the_gpu_subtracts_the_zero_codes_as_the_vm(dtype, rows, mask):
+    bits = resolve(dtype).bits
     rng = np.random.default_rng(8)
-    W = torch.from_numpy(pack_bytes(rng.integers(0, 128, (32, 32)).astype(np.uint8), 7)
-                         .reshape(1, 896))
+    W = torch.from_numpy(pack_bytes(rng.integers(0, 1 << bits, (32, 32)).astype(np.uint8), bits)
+                         .reshape(1, 128 * bits))
     Z = torch.from_numpy(rng.integers(0, 256, (rows, 1024)).astype(np.uint8))
-    kernel = bytes_minus_codes(rows)
+    kernel = bytes_minus_codes(rows, mask, dtype)
     want = kernel(W, Z)
     got = kernel(W.cuda(), Z.cuda())
     assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))

@@ -24,6 +24,7 @@ from tilecraft.block.select_cast import (
     float_headroom,
     plan_for,
     words_interleave,
+    zero_codes_limit,
     zero_point_limit,
 )
 from tilecraft.interp.evaluate import compute_type
@@ -234,16 +235,20 @@ def test_every_code_of_every_fast_pair_matches_the_interpreter(tmp_path):
 @pytest.mark.parametrize("bits,ilv,n,dst", [(4, False, 32, "float16"), (4, True, 32, "float16"),
                                             (4, True, 64, "float16"), (8, False, 16, "float16"),
                                             (8, False, 32, "float16"), (4, False, 32, "bfloat16"),
-                                            (4, True, 64, "bfloat16")])
+                                            (4, True, 64, "bfloat16"), (1, False, 32, "float16"),
+                                            (1, True, 64, "float16"), (2, False, 32, "float16"),
+                                            (2, True, 64, "float16"), (1, True, 32, "bfloat16"),
+                                            (2, False, 16, "bfloat16"), (2, True, 64, "bfloat16")])
 def test_a_zero_point_per_element_joins_the_fast_cast_exactly(tmp_path, bits, ilv, n, dst):
-    """`fast_cast_int_z`: uint4 / uint8 -> f16 (uint4 -> bf16) minus z[i] for result i, every
-    code against zeros over the whole range the trick takes (< 64 for 4 bits, < 1024 for 8,
-    < 128 to bf16), exactly `code - z` (the interpreter's cast, then subtraction, of whole
-    numbers: exact in either type)."""
+    """`fast_cast_int_z`: uint1 / uint2 / uint4 / uint8 -> f16 (but uint8 -> bf16) minus z[i]
+    for result i, every code against zeros over the whole range the trick takes
+    (`zero_codes_limit`: < 2 for 1 bit, 4 / 8 for 2 bits, 64 / 128 for 4, 1024 for 8),
+    exactly `code - z` (the interpreter's cast, then subtraction, of whole numbers: exact in
+    either type)."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler")
-    limit = zero_point_limit(dt.resolve(f"uint{bits}"), dt.resolve(dst))
+    limit = zero_codes_limit(dt.resolve(f"uint{bits}"), dt.resolve(dst))
     nc = 1 << bits
     bf16 = dst == "bfloat16"
     func = f"tc::fast_cast_int_z<{bits}, {n}, {'true' if ilv else 'false'}, {str(bf16).lower()}>"
@@ -400,8 +405,8 @@ def _check_grouped_casts(tmp_path, cases) -> None:
     """Run grouped casts of codes in bytes on the host and compare them bit for bit. `cases`:
     (label, func, n, parts, rounds), each round (groups, want, zs): the bytes [n / 32, bytes a
     group] split into up to three parts of `parts` bytes a group, the n results' wanted f16 /
-    bf16 bits, and per-pair subtrahends (`fast_cast_bytes_z`) or None; `func(p0, p1, p2[, zs],
-    out)` casts them."""
+    bf16 bits, and per-pair subtrahends (`fast_cast_bytes_z`), per-result zero points
+    (`fast_cast_nibbles3_z`) or None; `func(p0, p1, p2[, zs], out)` casts them."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler")
@@ -418,7 +423,7 @@ def _check_grouped_casts(tmp_path, cases) -> None:
                  f"[{len(rows[p][0])}] = {{{table(rows[p])}}};" for p in range(3)]
         zs = rounds[0][2] is not None
         if zs:
-            decls.append(f"  static const unsigned zs[{len(rounds)}][{n // 2}] = "
+            decls.append(f"  static const unsigned zs[{len(rounds)}][{len(rounds[0][2])}] = "
                          f"{{{table([z for _, _, z in rounds])}}};")
         newline = "\n"
         calls.append(f"""{{
@@ -541,5 +546,28 @@ def test_three_bit_codes_in_nibbles_are_cast_exactly(tmp_path):
             groups = pack_bytes(codes.astype(np.uint8), 3).reshape(n // 32, 12)
             rounds.append((groups, _bits(dst, codes - t), None))
         func = f"tc::fast_cast_nibbles3<{_bf16(dst)}, {n}, {t}, {', '.join(map(str, parts))}>"
+        cases.append((func, func, n, parts, rounds))
+    _check_grouped_casts(tmp_path, cases)
+
+
+def test_three_bit_codes_in_nibbles_minus_zero_points_per_element_are_cast_exactly(tmp_path):
+    """`fast_cast_nibbles3_z<BF16, N, T, P0, P1, P2>`: 3-bit codes in nibbles minus T plus each
+    result's own whole zero point, every code at every position, T + zero over the whole range
+    the nibbles' trick keeps exact (below 64 to f16, 128 to bf16), zeros varying by element:
+    bit for bit the interpreter's cast, then the subtraction (the quantized matmul's uint3
+    zero codes)."""
+    from tilecraft.dtypes.packing import pack_bytes
+
+    cases = []
+    for n, dst, t, parts in itertools.product((32, 64), ("float16", "bfloat16"), (0, 5),
+                                              ((8, 4, 0), (4, 4, 4))):
+        limit = (128 if dst == "bfloat16" else 64) - t
+        rounds = []
+        for c in range(8):
+            codes = (c + 5 * np.arange(n) + np.arange(n) // 8) % 8
+            zeros = (3 * c + 11 * np.arange(n)) % limit
+            groups = pack_bytes(codes.astype(np.uint8), 3).reshape(n // 32, 12)
+            rounds.append((groups, _bits(dst, codes - t - zeros), zeros.tolist()))
+        func = f"tc::fast_cast_nibbles3_z<{_bf16(dst)}, {n}, {t}, {', '.join(map(str, parts))}>"
         cases.append((func, func, n, parts, rounds))
     _check_grouped_casts(tmp_path, cases)

@@ -1,8 +1,8 @@
 """Zero points per element join the fast cast: `cast(codes) - cast(z)` with z unsigned integers
 provably below the trick's limit (`z & m`, or a type that narrow) prints as one
-`tc::fast_cast_int_z` (4- and 8-bit unsigned codes to f16: the quantized matmul's per-group
-zeros); other zeros keep the subtraction. On the GPU, every code minus zeros over the whole
-range gives the VM's bits."""
+`tc::fast_cast_int_z` (1-, 2-, 4- and 8-bit unsigned codes to f16, all but 8-bit to bf16: the
+quantized matmul's per-group zeros); other zeros keep the subtraction. On the GPU, every code
+minus zeros over the whole range gives the VM's bits."""
 
 from __future__ import annotations
 
@@ -77,6 +77,11 @@ def _source(*args, **kwargs) -> str:
     ("uint4", 64, 0, False, "float16"),  # (the mask lets 64 through)
     ("uint4", 128, 0, False, "bfloat16"),  # (bf16's magic is 128)
     ("uint8", None, 0, False, "bfloat16"),  # (8 bits to bf16 go through f32)
+    ("uint1", 127, 0, True, "float16"), ("uint2", 15, 4, True, "float16"),
+    ("uint2", 31, 0, True, "bfloat16"), ("uint1", 15, 8, True, "bfloat16"),
+    ("uint1", None, 0, False, "float16"),  # (uint1's zeros stop below 128: its top field's
+    ("uint1", 16, 0, False, "bfloat16"),  # binade; 16 to bf16)
+    ("uint2", 16, 0, False, "float16"),  # (uint2's below 16 to f16)
 ])
 def test_per_element_zero_points_join_the_fast_cast(src, mask, zero_rows, fused, dst):
     code = _source(src, 32, mask=mask, zero_rows=zero_rows, dst=dst)
@@ -97,7 +102,8 @@ def _expected(src: str, n: int, threads: int, blocks: int, zeros: np.ndarray, ma
 @pytest.mark.gpu
 @pytest.mark.parametrize("src,mask,rows,dst", [
     ("uint4", 15, 0, "float16"), ("uint4", 63, 4, "float16"), ("uint8", None, 0, "float16"),
-    ("uint8", None, 8, "float16"), ("uint4", 127, 4, "bfloat16")])
+    ("uint8", None, 8, "float16"), ("uint4", 127, 4, "bfloat16"), ("uint1", 127, 0, "float16"),
+    ("uint2", 15, 4, "float16"), ("uint2", 31, 0, "bfloat16"), ("uint1", 15, 8, "bfloat16")])
 def test_every_code_minus_per_element_zeros_matches_the_vm_on_the_gpu(src, mask, rows, dst):
     import torch
 

@@ -169,11 +169,11 @@ def test_whole_zero_points_go_to_the_kernel_as_codes_and_others_as_themselves(dt
     _check(torch.randn(3, 128, dtype=torch.float16), qw)
 
 
-def test_zero_codes_are_only_for_unsigned_4_6_7_and_8_bit_weights():
-    for dtype in ("uint2", "uint3", "int4", "uint5", "int6"):
+def test_zero_codes_are_for_unsigned_weights_but_5_bit():
+    for dtype in ("int4", "uint5", "int6", "int2", "int3"):
         qw = quant.quantize(weight(64, 128), dtype, group_size=64, scheme="asymmetric")
         assert qmm.zero_codes(qw) is None, dtype
-    for dtype in ("uint4", "uint6", "uint7", "uint8"):
+    for dtype in ("uint1", "uint2", "uint3", "uint4", "uint6", "uint7", "uint8"):
         qw = quant.quantize(weight(64, 128), dtype, group_size=64, scheme="asymmetric")
         assert qmm.zero_codes(qw) is not None, dtype
 

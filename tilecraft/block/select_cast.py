@@ -200,22 +200,35 @@ def fused_reader(sub: BinaryOp, cast: Cast, plan: CastPlan, target=None) -> Fuse
     return FusedCast(cast, fused, int(value)) if fused is not None else None
 
 
-_CODES = {(4, "float16"), (8, "float16"), (4, "bfloat16")}  # (bits, out) fast_cast_int_z takes
+_CODES = {(1, "float16"), (2, "float16"), (4, "float16"), (8, "float16"), (1, "bfloat16"),
+          (2, "bfloat16"), (4, "bfloat16")}  # (bits, out) fast_cast_int_z takes
+
+
+def zero_codes_limit(src: dt.DataType, out: dt.DataType) -> int:
+    """The bound below which `fast_cast_int_z` subtracts zero points exactly: `zero_point_limit`
+    for 4 and 8 bits; 1- and 2-bit codes' subtrahends 2^(m - b j) + z stay in their field's
+    binade up to the window's top field j = W - 1 (fast_cast.cuh `narrow_z_limit`: W = 4, or 2
+    for uint2 to bf16): 128 / 16 for uint1 to f16 / bf16, 16 / 32 for uint2."""
+    if src.bits <= 2:
+        bf16 = out.name == "bfloat16"
+        window = 2 if src.bits == 2 and bf16 else 4
+        return 1 << ((7 if bf16 else 10) - src.bits * (window - 1))
+    return zero_point_limit(src, out)
 
 
 def fused_codes(sub: BinaryOp, cast: Cast, plan: CastPlan, made: dict) -> FusedCast | None:
     """The fused plan for `sub` = `cast.out - cast(codes)` with `codes` unsigned integers each
-    result's zero point (broadcast), provably below the trick's limit: `codes = x & m` (`made`:
-    the instruction that wrote each tensor) or of a type that narrow; 4- and 8-bit unsigned
-    codes to f16, 4-bit to bf16 (`fast_cast_int_z`: the quantized matmul's per-group zeros);
-    else None."""
+    result's zero point (broadcast), provably below the trick's limit (`zero_codes_limit`):
+    `codes = x & m` (`made`: the instruction that wrote each tensor) or of a type that narrow;
+    1-, 2-, 4- and 8-bit unsigned codes to f16, 1-, 2- and 4-bit to bf16 (`fast_cast_int_z`:
+    the quantized matmul's per-group zeros); else None."""
     src, out = cast.src.dtype, cast.out.dtype
     zeros = _zero_codes(sub, cast.out, made)
     if zeros is None or src.kind != "uint" or (src.bits, out.name) not in _CODES \
             or not plan.func.startswith("tc::fast_cast_int<"):
         return None
     codes, top, slots = zeros
-    if top >= zero_point_limit(src, out) or plan.count % (32 // src.bits):
+    if top >= zero_codes_limit(src, out) or plan.count % (32 // src.bits):
         return None
     ilv = "true" if plan.func.rstrip(">").split(", ")[5:6] == ["true"] else "false"
     bf16 = ", true" if out.name == "bfloat16" else ""
@@ -227,35 +240,42 @@ def fused_codes(sub: BinaryOp, cast: Cast, plan: CastPlan, made: dict) -> FusedC
 @dataclass(frozen=True)
 class FusedBytes:
     """`out = cast_bytes(...) - cast(codes)`: integer codes in bytes minus per-element whole
-    zero points, one `fast_cast_bytes_z` whose per-pair subtrahends hold them (`slots`: for
-    each result, the register of `codes` holding its zero point)."""
+    zero points, one `fast_cast_bytes_z` whose per-pair subtrahends hold them, or for 3-bit
+    codes in nibbles one `fast_cast_nibbles3_z` given each result's zero (`slots`: for each
+    result, the register of `codes` holding its zero point)."""
 
     cast: Any  # the CastBytes
     codes: Any
     slots: tuple
     func: str
+    nibbles: bool = False  # (the zeros per result, not the pairs' subtrahends)
 
 
 def fused_bytes_codes(sub: BinaryOp, cast: Any, made: dict) -> FusedBytes | None:
-    """The fused plan for `sub` = `cast.out - cast(codes)` with `cast` a `cast_bytes` of 6- or
-    7-bit integer codes to f16 / bf16 and `codes` unsigned integers (each result's zero point,
-    broadcast) that, with the cast's offset, stay below 128 (`x & m`, as in `fused_codes`);
-    else None."""
+    """The fused plan for `sub` = `cast.out - cast(codes)` with `cast` a `cast_bytes` of 3-, 6-
+    or 7-bit integer codes to f16 / bf16 and `codes` unsigned integers (each result's zero
+    point, broadcast) that, with the cast's offset, stay below 128 (3 bits to f16: 64, the high
+    nibbles' -(64 + T)) (`x & m`, as in `fused_codes`); else None."""
     out = cast.out.dtype
     zeros = _zero_codes(sub, cast.out, made)
-    if zeros is None or cast.dtype.is_float or cast.dtype.bits == 3 \
-            or out.name not in ("float16", "bfloat16"):
+    if zeros is None or cast.dtype.is_float or out.name not in ("float16", "bfloat16"):
         return None
     codes, top, slots = zeros
     n = cast.out.layout.local_size
     sizes = [x.layout.local_size * 32 // n for x in cast.parts]
-    if not 0 <= cast.offset < 128 - top or len(sizes) > 3 or any(b % 4 for b in sizes):
+    nibbles = cast.dtype.bits == 3
+    limit = 64 if nibbles and out.name == "float16" else 128
+    if not 0 <= cast.offset < limit - top or len(sizes) > 3 or any(b % 4 for b in sizes):
         return None
     sizes += [0] * (3 - len(sizes))
     bf16 = "true" if out.name == "bfloat16" else "false"
-    func = f"tc::fast_cast_bytes_z<{cast.dtype.bits}, {bf16}, {n}, " \
-        f"{sizes[0]}, {sizes[1]}, {sizes[2]}>"
-    return FusedBytes(cast, codes, slots, func)
+    if nibbles:
+        func = f"tc::fast_cast_nibbles3_z<{bf16}, {n}, {cast.offset}, " \
+            f"{sizes[0]}, {sizes[1]}, {sizes[2]}>"
+    else:
+        func = f"tc::fast_cast_bytes_z<{cast.dtype.bits}, {bf16}, {n}, " \
+            f"{sizes[0]}, {sizes[1]}, {sizes[2]}>"
+    return FusedBytes(cast, codes, slots, func, nibbles)
 
 
 def _zero_codes(sub: BinaryOp, result: Any, made: dict) -> tuple | None:

@@ -306,14 +306,15 @@ def _checked(qweight: Any, what: str, tensor: Any, check) -> Any:
 
 
 def zero_codes(qweight: Any) -> Any:
-    """`qweight.zeros` as uint8 codes when the weight type is uint4, uint6, uint7 or uint8 and
-    every zero is a whole number in [0, 2^bits) (as `quantize` makes them): the kernel then
-    subtracts them inside the fast cast, for free (qmm_kernel's `zero_codes`); else None.
-    Checked once per weight (one device sync) and again when its zeros change in place."""
+    """`qweight.zeros` as uint8 codes when the weight type is uint1, uint2, uint3, uint4, uint6,
+    uint7 or uint8 and every zero is a whole number in [0, 2^bits) (as `quantize` makes them):
+    the kernel then subtracts them inside the fast cast, for free (qmm_kernel's `zero_codes`);
+    else None. Checked once per weight (one device sync) and again when its zeros change in
+    place."""
     import torch
 
     t = resolve(qweight.dtype)
-    if t.kind != "uint" or t.bits not in (4, 6, 7, 8) or plane_bits(t) is not None:
+    if t.kind != "uint" or plane_bits(t) is not None:
         return None
 
     def codes(z: Any) -> Any:
@@ -479,9 +480,11 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
     has_zeros = qweight.zeros is not None
     xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
     # (8-bit zero codes at decode measured slower: 74 -> 106 us at M = 1, benchmarks/NOTES.md;
-    # and to bf16 the fused cast takes 4-bit codes only, and 6- and 7-bit codes in bytes)
-    fused = has_zeros and (qweight.bits == 4 or in_bytes(qweight.dtype)
-                           or (M > 16 and xtype == "float16"))
+    # to bf16 the fused cast takes 1-, 2- and 4-bit codes, and 6- and 7-bit codes in bytes;
+    # 1- and 2-bit codes at prefill 0.3-1% slower than q s - z s: session 25)
+    narrow = qweight.bits in (1, 2)
+    fused = has_zeros and ((narrow and M <= 16) or qweight.bits == 4 or in_bytes(qweight.dtype)
+                           or (M > 16 and xtype == "float16" and not narrow))
     codes = zero_codes(qweight) if fused else None
     fold = M > 16 and fold_scales(qweight, xtype)
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,

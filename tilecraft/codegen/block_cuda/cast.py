@@ -30,9 +30,14 @@ class CastPrinter:
             c = plan.cast
             magic = 0x4300 if c.out.dtype.name == "bfloat16" else 0x6400
             codes, zs = self.tensor(plan.codes), f"zs{len(self.lines)}"
-            half = [f"({magic + c.offset}u + tc::u32({codes}[{k}]))" for k in plan.slots]
-            pairs = [f"{half[2 * p]} | ({half[2 * p + 1]} << 16)" for p in range(len(half) // 2)]
-            self.w(f"const tc::u32 {zs}[{len(pairs)}] = {{{', '.join(pairs)}}};")
+            if plan.nibbles:  # (each result's zero: the nibbles' two subtrahend forms)
+                zeros = [f"tc::u32({codes}[{k}])" for k in plan.slots]
+                self.w(f"const tc::u32 {zs}[{len(zeros)}] = {{{', '.join(zeros)}}};")
+            else:
+                half = [f"({magic + c.offset}u + tc::u32({codes}[{k}]))" for k in plan.slots]
+                pairs = [f"{half[2 * p]} | ({half[2 * p + 1]} << 16)"
+                         for p in range(len(half) // 2)]
+                self.w(f"const tc::u32 {zs}[{len(pairs)}] = {{{', '.join(pairs)}}};")
             names = [self.tensor(x) for x in c.parts] + ["nullptr"] * (3 - len(c.parts))
             self.w(f"{plan.func}({', '.join(names)}, {zs}, {self.tensor(s.out)});  // "
                    f"{c.dtype} in bytes, then - `{plan.codes.buffer.name}`: each zero point "

@@ -11,9 +11,10 @@
 //       times 2^S (1-, 2-, 4-bit codes: the trick's HFMA2 scales for free; a bit plane's weight);
 //       ILV (B = 1, 2, 4, whole words): each source word holds element j at code position
 //       (j % 2) * 16/B + j / 2 (layout/permute.py `interleave_words`), results in natural order
-//   fast_cast_int_z<B, N, ILV, BF16>(src, dst, z)  uint4 / uint8 -> f16 (uint4 -> bf16) minus a
-//       zero point per element (z[i], a whole number below 64 / 1024 / 128), at fast_cast_int's
-//       cost
+//   fast_cast_int_z<B, N, ILV, BF16>(src, dst, z)  uint1 / uint2 / uint4 / uint8 -> f16 (all but
+//       uint8 -> bf16) minus a zero point per element (z[i], a whole number below 128 / 16 for
+//       uint1 to f16 / bf16, 16 / 32 for uint2, 64 / 128 for uint4, 1024 for uint8), at about
+//       fast_cast_int's cost
 //   fast_cast_planes<BA, BB, BC, BF16, N, T>(a, b, c, dst)  a * 2^(BB + BC) + b * 2^BC + c - T
 //       from the interleaved words of 1-, 2- or 4-bit planes (the 3-, 5-, 6-bit ints' storage:
 //       quant/qmm.py), each pair's fields OR'd under the magic number, one subtraction
@@ -28,6 +29,8 @@
 //       reads them), 8 spread over their top bits (the 3-bit ints' storage: quant/qmm.py)
 //   fast_cast_bytes_z<B, BF16, N, P0, P1, P2>(a, b, c, zs, dst)  the same minus magic + T per
 //       pair from zs (each half its own: zero points per element, whole numbers, T < 128)
+//   fast_cast_nibbles3_z<BF16, N, T, P0, P1, P2>(a, b, c, z, dst)  3-bit codes in nibbles minus T
+//       + z[i] for result i (zero points per element, whole numbers, T + z[i] < 64 f16 / 128 bf16)
 //   fast_cast_bytes_float<B, E, BF16, N, S, P0, P1, P2>(a, b, c, dst)  B-bit floats with 2 or 3
 //       mantissa bits (float6_e3m2 / e2m3, float7_e4m2 / e3m3; every code finite) in bytes, each
 //       byte's sign at bit 7 (`pack_bytes(..., sign_at_top=True)`), times 2^S (S <= 0)
@@ -332,25 +335,68 @@ TC_DEVICE void fast_cast_int(const void* src, void* dst) {
   }
 }
 
-// Unsigned 4- and 8-bit codes to f16 (4-bit to bf16) minus a zero point per element, z[i] for
-// result i: a whole number with z[i] < 64 (4 bits: the high nibbles' -(64 + n)), < 1024 (8
-// bits), < 128 (bf16, whose magic is 128). In the
-// magic's binade the f16 bits of a whole number are linear in it (1024 + n: 0x6400 + n; -(64 + n):
-// 0xD400 + 16 n), so each pair's subtrahend is the constant's bits plus the zeros' and the
-// pairs keep the instruction counts of fast_cast_int (the subtrahends, one per distinct pair
-// of zeros, are integer work the compiler shares between words). Whole words only.
+// 32 / B codes of w (B = 1, 2) minus a zero point per code (e[i] for result i, whole numbers
+// below 2^(m - B (W - 1)) = NARROW_Z_LIMIT; m: 10 f16 / 7 bf16 mantissa bits; W fields a
+// window): each pair's fields masked in place under a magic whose exponent makes a field j
+// places up exactly 2^(m - B j) + x (LOP3), then 2^(m - B j) + z subtracted, whose bits are
+// linear in z (0x6400-style: the exponent's, plus z << B j): 2 instructions a pair as in
+// narrow_word. The subtrahends are integer work shared between words: one per zero and field
+// j; W = 4 (2 to bf16 for uint2) keeps them few where pairs alternate between two zeros (the
+// mma A operand's rows in the quantized matmul: 8 a 16-row tile) for 2 more SHF a word;
+// PRMTs put the halves in order (none when ILV)
+template <int B, bool BF16>
+TC_HOST_DEVICE constexpr int narrow_z_window() { return B == 2 && BF16 ? 2 : 4; }
+
+template <int B, bool BF16>
+TC_HOST_DEVICE constexpr int narrow_z_limit() {
+  return 1 << ((BF16 ? 7 : 10) - B * (narrow_z_window<B, BF16>() - 1));
+}
+
+template <int B, bool BF16, bool ILV>
+TC_DEVICE void narrow_word_z(u32 w, const u32* e, u32* out) {
+  constexpr int H = 16 / B, MB = BF16 ? 7 : 10, W = narrow_z_window<B, BF16>();
+  constexpr int bias = BF16 ? 127 : 15;
+  u32 h[H];
+#pragma unroll
+  for (int k = 0; k < H; ++k) {
+    const int j = k % W, shift = B * j;
+    const u32 top = u32(bias + MB - shift) << MB;  // 2^(MB - shift): x lands in its units
+    const u32 m = and_or(w >> (B * (k - j)), (((1u << B) - 1u) << shift) * 0x10001u,
+                         top * 0x10001u);
+    const int a = ILV ? 2 * k : k, b = ILV ? 2 * k + 1 : k + H;  // (the halves' results)
+    const u32 zz = e[a] | (e[b] << 16);  // (one per zero: shared by its fields)
+    h[k] = sub2<BF16>(m, top * 0x10001u + (zz << shift));
+  }
+#pragma unroll
+  for (int j = 0; j < H; ++j)
+    out[j] = ILV ? h[j]
+                 : 2 * j < H ? prmt(h[2 * j], h[2 * j + 1], 0x5410u)
+                             : prmt(h[2 * j - H], h[2 * j + 1 - H], 0x7632u);
+}
+
+// Unsigned 1-, 2-, 4- and 8-bit codes to f16 (to bf16 all but 8-bit) minus a zero point per
+// element, z[i] for result i: a whole number with z[i] < 64 (4 bits: the high nibbles' -(64 +
+// n)), < 1024 (8 bits), < 128 (4 bits to bf16, whose magic is 128), 1- and 2-bit codes below
+// narrow_z_limit. In the magic's binade the f16 bits of a whole number are linear in it
+// (1024 + n: 0x6400 + n; -(64 + n): 0xD400 + 16 n), so each pair's subtrahend is the constant's
+// bits plus the zeros' and the pairs keep the instruction counts of fast_cast_int (the
+// subtrahends, one per distinct pair of zeros, are integer work the compiler shares between
+// words). Whole words only.
 template <int B, int N, bool ILV, bool BF16 = false>
 TC_DEVICE void fast_cast_int_z(const void* src, void* dst, const u32* z) {
-  static_assert(B == 4 || B == 8, "4- and 8-bit codes");
-  static_assert(!BF16 || B == 4, "bf16: 4-bit codes (128 + n: 0x4300 + n, n < 128)");
-  static_assert(N % (32 / B) == 0 && (!ILV || B == 4), "whole words (interleaved: 4 bits)");
+  static_assert(B == 1 || B == 2 || B == 4 || B == 8, "1-, 2-, 4- and 8-bit codes");
+  static_assert(!BF16 || B <= 4, "bf16: 1-, 2- and 4-bit codes (magic 128: 0x4300 + n)");
+  static_assert(N % (32 / B) == 0 && (!ILV || B <= 4),
+                "whole words (interleaved: 1, 2, 4 bits)");
   constexpr int per = 32 / B;
 #pragma unroll
   for (int k = 0; k < N / per; ++k) {
     const u32 w = word<B, N>(src, k);
     const u32* e = z + k * per;
-    u32 out[4];
-    if (BF16) {  // nibbles j and j + 4 under 0x4300, minus (128 + zero) by one HFMA2 each
+    u32 out[16];
+    if (B <= 2) {
+      narrow_word_z<B, BF16, ILV>(w, e, out);
+    } else if (BF16) {  // nibbles j and j + 4 under 0x4300, minus (128 + zero) by one HFMA2 each
       u32 h[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -686,27 +732,32 @@ TC_DEVICE void fast_cast_bytes_z(const void* a, const void* b, const void* c, co
 // trick with 3-bit masks (its top bits ignored): f16 2 LOP3 on w and w >> 8, two HSUB2 for the
 // low nibbles (1024 + x), two HFMA2 for the high ones (1024 + 16 x, times 1/16, - (64 + T));
 // bf16 each nibble shifted down under 0x4300, one HFMA2 a pair. About 1.3 instructions a code.
-template <bool BF16, int N, int T = 0, int P0 = 12, int P1 = 0, int P2 = 0>
-TC_DEVICE void fast_cast_nibbles3(const void* a, const void* b, const void* c, void* dst) {
+// (Z(i): result i's zero point plus T; each pair's subtrahends are linear in it)
+template <bool BF16, int N, int P0, int P1, int P2, class Z>
+TC_DEVICE void nibbles3_minus(const void* a, const void* b, const void* c, void* dst, Z z) {
   static_assert(N % 32 == 0, "whole groups of 32 codes");
   static_assert(P0 + P1 + P2 == 12 && P0 % 4 == 0 && P1 % 4 == 0 && P2 % 4 == 0,
                 "12 bytes a group, whole words from each part");
-  static_assert(T >= 0 && T < 64, "(magic + 16 x) / 16 - (64 + T) exact in f16");
+  // pair p's subtrahend: base + step * (z of each half)
+  auto sub = [&](int p, u32 base, u32 step) {
+    return (base + step * z(2 * p)) | (base + step * z(2 * p + 1)) << 16;
+  };
   auto cast8 = [&](u32 w, int pair) {  // 8 codes of w (3 bits a nibble) -> pairs pair..pair+3
-    if (BF16) {
-      constexpr u32 mag = (0x4300u + T) * 0x10001u;  // 128 + T
+    if (BF16) {  // 128 + T
 #pragma unroll
       for (int k = 0; k < 4; ++k)
         put2<N>(dst, pair + k, fma_bf16x2(and_or(w >> (4 * k), 0x00070007u, 0x43004300u),
-                                          0x3F803F80u, mag ^ 0x80008000u));
+                                          0x3F803F80u, sub(pair + k, 0x4300u, 1u) ^ 0x80008000u));
       return;
     }
-    constexpr u32 lo = (0x6400u + T) * 0x10001u, hi = (0xD400u + 16 * T) * 0x10001u;
-    const u32 v = w >> 8;
-    put2<N>(dst, pair, sub_f16x2(and_or(w, 0x00070007u, 0x64006400u), lo));
-    put2<N>(dst, pair + 1, fma_f16x2(and_or(w, 0x00700070u, 0x64006400u), 0x2C002C00u, hi));
-    put2<N>(dst, pair + 2, sub_f16x2(and_or(v, 0x00070007u, 0x64006400u), lo));
-    put2<N>(dst, pair + 3, fma_f16x2(and_or(v, 0x00700070u, 0x64006400u), 0x2C002C00u, hi));
+    const u32 v = w >> 8;  // low nibbles 1024 + x - (1024 + T); high (1024 + 16 x) / 16 - (64 + T)
+    put2<N>(dst, pair, sub_f16x2(and_or(w, 0x00070007u, 0x64006400u), sub(pair, 0x6400u, 1u)));
+    put2<N>(dst, pair + 1, fma_f16x2(and_or(w, 0x00700070u, 0x64006400u), 0x2C002C00u,
+                                     sub(pair + 1, 0xD400u, 16u)));
+    put2<N>(dst, pair + 2, sub_f16x2(and_or(v, 0x00070007u, 0x64006400u),
+                                     sub(pair + 2, 0x6400u, 1u)));
+    put2<N>(dst, pair + 3, fma_f16x2(and_or(v, 0x00700070u, 0x64006400u), 0x2C002C00u,
+                                     sub(pair + 3, 0xD400u, 16u)));
   };
 #pragma unroll
   for (int g = 0; g < N / 32; ++g) {
@@ -722,6 +773,19 @@ TC_DEVICE void fast_cast_nibbles3(const void* a, const void* b, const void* c, v
     }
     cast8(spread, 16 * g + 12);
   }
+}
+
+template <bool BF16, int N, int T = 0, int P0 = 12, int P1 = 0, int P2 = 0>
+TC_DEVICE void fast_cast_nibbles3(const void* a, const void* b, const void* c, void* dst) {
+  static_assert(T >= 0 && T < 64, "(magic + 16 x) / 16 - (64 + T) exact in f16");
+  nibbles3_minus<BF16, N, P0, P1, P2>(a, b, c, dst, [](int) { return u32(T); });
+}
+
+// z[i]: result i's zero point (whole numbers, T + z[i] < 64 f16 / 128 bf16)
+template <bool BF16, int N, int T = 0, int P0 = 12, int P1 = 0, int P2 = 0>
+TC_DEVICE void fast_cast_nibbles3_z(const void* a, const void* b, const void* c, const u32* z,
+                                    void* dst) {
+  nibbles3_minus<BF16, N, P0, P1, P2>(a, b, c, dst, [z](int i) { return T + z[i]; });
 }
 
 // B-bit floats of E exponent and M = B - 1 - E (2 or 3) mantissa bits in bytes (the layout above,
@@ -814,6 +878,7 @@ using fast::fast_cast_float_planes;
 using fast::fast_cast_int;
 using fast::fast_cast_int_z;
 using fast::fast_cast_nibbles3;
+using fast::fast_cast_nibbles3_z;
 using fast::fast_cast_planes;
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 using fast::fast_cast_e4m3_cvt;
