@@ -233,19 +233,20 @@ def _splits(K: int, BK: int, group: int, split: int) -> bool:
 
 
 def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = None) -> dict:
-    """Tile sizes for one call, chosen by measurement on an H100 (benchmarks/NOTES.md,
-    "Session 10" and "Session 11") and the H200 (sessions 14 and 17). Decode (M <= 16): 4 warps
-    of two 16-row weight tiles each (128 channels a block; one tile, 64 channels, when that
-    leaves SMs idle), tokens padded to 8 or 16, K split until the blocks number about 200 (400
-    with one tile; more for the types with long casts: `_decode_traits`; split-K adds a
-    reduction kernel, or where N's tiles do not fill the SMs the tile's last block adds the
-    slices: `last_block`), scales applied to each group's f32 products where groups are whole k
-    steps. Larger M: 8 warps of one 16-row tile each, 256 tokens (from M = 512; 128 from M =
-    65, else 64), k steps of 64, on wgmma with the weight from registers on sm_90a (one wgmma
-    left in flight while the next step dequantizes: pipeline_copies); K split in two when the
-    blocks would not cover the SMs. The decode loop unrolls its stages where the cast is short
-    (integers, float4, float8 on 3 stages), else two steps: longer bodies unrolled by four
-    overflowed the instruction cache (float6_e3m2: 96 -> 134 us, session 11).
+    """Tile sizes for one call, chosen by measurement on an H100 (benchmarks/NOTES.md, "Session
+    10" and "Session 11") and the H200 (sessions 14 and 17). Decode (M <= 16): 4 warps of two
+    16-row weight tiles each (128 channels a block; one tile, 64 channels, when that leaves SMs
+    idle), tokens padded to 8 or 16, K split until the blocks number about 200 (400 with one
+    tile; more for the types with long casts: `_decode_traits`; split-K adds a reduction kernel,
+    or where N's tiles do not fill the SMs the tile's last block adds the slices: `last_block`),
+    scales applied to each group's f32 products where groups are whole k steps, zeros that are
+    not codes in the cast subtracted after it (as products on X's group sums for 1- and 2-bit
+    weights at up to 8 tokens). Larger M: 8 warps of one 16-row tile each, 256 tokens (from M =
+    512; 128 from M = 65, else 64), k steps of 64, on wgmma with the weight from registers on
+    sm_90a (one wgmma left in flight while the next step dequantizes: pipeline_copies); K split
+    in two when the blocks would not cover the SMs. The decode loop unrolls its stages where the
+    cast is short (integers, float4, float8 on 3 stages), else two steps: longer bodies unrolled
+    by four overflowed the instruction cache (float6_e3m2: 96 -> 134 us, session 11).
     The k steps' tiles move by TMA on sm_90a (one load per tile and stage; cp.async for 1- and
     2-bit weights at decode, whose small tiles TMA made 7-15% slower on the H200:
     benchmarks/NOTES.md, session 15). `wtype`: the weight type."""
@@ -276,9 +277,15 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     # 10.0 -> 8.2); with N's tiles filling them (28672 x 8192, the 3- and 5-bit types' 4-8
     # slices) the blocks' ordered counts cost more than the second kernel (session 19)
     last = split > 1 and N // 128 < SMS
+    # zeros that are not codes in the cast (uint5, uint8, zeros that are not whole numbers): X's
+    # group sums on a ones tile only for 1- and 2-bit weights at up to 8 tokens; else the
+    # subtraction after the cast (28672 x 8192, M = 1 / 16, us, products / subtraction: uint5
+    # 55.6 / 62.9 -> 53.6 / 60.5, uint8 66.0 / 69.6 -> 63.2 / 65.1; uint1 at M = 1 35.6 against
+    # 38.7, at M = 16 47.4 against 44.6: session 25)
+    products = bits <= 2 and M <= 8
     return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split,
                 acc_scale=acc_scale, unroll=stages if short else 2, tma=bits > 2,
-                last_block=last)
+                last_block=last, zero_products=products)
 
 
 _PLANS: dict = {}  # (shapes, types, options, switches, target) -> (kernel, reducer or None, split)
@@ -322,6 +329,18 @@ def zero_codes(qweight: Any) -> Any:
         return z.to(torch.uint8).contiguous() if whole else None
 
     return _checked(qweight, "zero codes", qweight.zeros, codes)
+
+
+def codes_in_cast(dtype: Any, M: int, xtype: str) -> bool:
+    """Whether a call with M tokens of `xtype` takes an asymmetric `dtype` weight's zeros as
+    codes the fast cast subtracts (where `zero_codes` finds them whole). 8-bit zero codes at
+    decode measured slower (74 -> 106 us at M = 1, session 16); to bf16 the fused cast takes 1-,
+    2- and 4-bit codes, and 3-, 6- and 7-bit codes in bytes; 1- and 2-bit codes at prefill were
+    0.3-1% slower than q s - z s (session 25)."""
+    t = resolve(dtype)
+    narrow = t.bits in (1, 2)
+    return (narrow and M <= 16) or t.bits == 4 or in_bytes(t) \
+        or (M > 16 and xtype == "float16" and not narrow)
 
 
 def fold_scales(qweight: Any, xtype: str) -> bool:
@@ -479,12 +498,7 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
     N = qweight.shape[0]
     has_zeros = qweight.zeros is not None
     xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
-    # (8-bit zero codes at decode measured slower: 74 -> 106 us at M = 1, benchmarks/NOTES.md;
-    # to bf16 the fused cast takes 1-, 2- and 4-bit codes, and 6- and 7-bit codes in bytes;
-    # 1- and 2-bit codes at prefill 0.3-1% slower than q s - z s: session 25)
-    narrow = qweight.bits in (1, 2)
-    fused = has_zeros and ((narrow and M <= 16) or qweight.bits == 4 or in_bytes(qweight.dtype)
-                           or (M > 16 and xtype == "float16" and not narrow))
+    fused = has_zeros and codes_in_cast(qweight.dtype, M, xtype)
     codes = zero_codes(qweight) if fused else None
     fold = M > 16 and fold_scales(qweight, xtype)
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
