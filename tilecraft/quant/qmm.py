@@ -240,13 +240,14 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     tile; more for the types with long casts: `_decode_traits`; split-K adds a reduction kernel,
     or where N's tiles do not fill the SMs the tile's last block adds the slices: `last_block`),
     scales applied to each group's f32 products where groups are whole k steps, zeros that are
-    not codes in the cast subtracted after it (as products on X's group sums for 1- and 2-bit
-    weights at up to 8 tokens). Larger M: 8 warps of one 16-row tile each, 256 tokens (from M =
-    512; 128 from M = 65, else 64), k steps of 64, on wgmma with the weight from registers on
-    sm_90a (one wgmma left in flight while the next step dequantizes: pipeline_copies); K split
-    in two when the blocks would not cover the SMs. The decode loop unrolls its stages where the
-    cast is short (integers, float4, float8 on 3 stages), else two steps: longer bodies unrolled
-    by four overflowed the instruction cache (float6_e3m2: 96 -> 134 us, session 11).
+    not codes in the cast subtracted after it (as products on X's group sums for weights of up
+    to 4 bits at up to 8 tokens, and 3 bits). Larger M: 8 warps of one 16-row tile each, 256
+    tokens (from M = 512; 128 from M = 65, else 64), k steps of 64, on wgmma with the weight
+    from registers on sm_90a (one wgmma left in flight while the next step dequantizes:
+    pipeline_copies); K split in two when the blocks would not cover the SMs. The decode loop
+    unrolls its stages where the cast is short (integers, float4, float8 on 3 stages), else two
+    steps: longer bodies unrolled by four overflowed the instruction cache (float6_e3m2: 96 ->
+    134 us, session 11).
     The k steps' tiles move by TMA on sm_90a (one load per tile and stage; cp.async for 1- and
     2-bit weights at decode, whose small tiles TMA made 7-15% slower on the H200:
     benchmarks/NOTES.md, session 15). `wtype`: the weight type."""
@@ -278,11 +279,12 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     # slices) the blocks' ordered counts cost more than the second kernel (session 19)
     last = split > 1 and N // 128 < SMS
     # zeros that are not codes in the cast (uint5, uint8, zeros that are not whole numbers): X's
-    # group sums on a ones tile only for 1- and 2-bit weights at up to 8 tokens; else the
-    # subtraction after the cast (28672 x 8192, M = 1 / 16, us, products / subtraction: uint5
-    # 55.6 / 62.9 -> 53.6 / 60.5, uint8 66.0 / 69.6 -> 63.2 / 65.1; uint1 at M = 1 35.6 against
-    # 38.7, at M = 16 47.4 against 44.6: session 25)
-    products = bits <= 2 and M <= 8
+    # group sums on a ones tile for weights of up to 4 bits at up to 8 tokens and for 3 bits
+    # (split 8) at 16; else the subtraction after the cast (28672 x 8192, M = 1 / 16, us,
+    # products / subtraction: uint5 55.6 / 62.9 -> 53.6 / 60.5, uint8 66.0 / 69.6 -> 63.2 /
+    # 65.1, uint7 62.1 -> 60.0 at 16; uint1 35.6 against 38.7 at 1, 47.4 against 44.6 at 16;
+    # uint3 39.1 / 49.6 against 51.5 / 59.4: session 25, benchmarks/NOTES.md)
+    products = (bits <= 4 and M <= 8) or bits == 3
     return dict(BM=BM, warps=warps, rows=rows, BK=BK, stages=stages, split=split,
                 acc_scale=acc_scale, unroll=stages if short else 2, tma=bits > 2,
                 last_block=last, zero_products=products)
