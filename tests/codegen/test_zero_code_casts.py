@@ -21,6 +21,7 @@ from tilecraft.block import (
     StoreGlobal,
     View,
 )
+from tilecraft.block.select_cast import zero_codes_limit
 from tilecraft.layout import spatial
 
 from .fast_cast_programs import every_code
@@ -115,7 +116,7 @@ def test_every_code_minus_per_element_zeros_matches_the_vm_on_the_gpu(src, mask,
                                 current_target().arch)
     assert "tc::fast_cast_int_z<" in kernel.source
     rng = np.random.default_rng(7)
-    top = 128 if dst == "bfloat16" else 64 if src == "uint4" else 1024
+    top = zero_codes_limit(dt.resolve(src), dt.resolve(dst))
     zeros = rng.integers(0, min(top, 256), (blocks * threads, rows or n, 1)).astype(np.uint8)
     data = torch.from_numpy(every_code(src, n, threads, blocks)).cuda()
     out = torch.zeros(blocks * threads * n, dtype=dt.resolve(dst).torch_dtype, device="cuda")

@@ -178,6 +178,27 @@ def test_zero_codes_are_for_unsigned_weights_but_5_bit():
         assert qmm.zero_codes(qw) is not None, dtype
 
 
+def test_the_zeros_go_where_they_measured_fastest():
+    """Zero codes in the cast (`codes_in_cast`): 1- and 2-bit at decode only, 3-, 4-, 6- and
+    7-bit at every M, 8-bit at prefill to f16 only; zeros outside the cast join X's group sums
+    on a ones tile for up to 4 bits at up to 8 tokens and for 3 bits, else are subtracted after
+    the cast (`choose_config`'s zero_products; benchmarks/NOTES.md, session 25)."""
+    cases = {("uint1", 16, "float16"): True, ("uint1", 17, "float16"): False,
+             ("uint2", 1, "bfloat16"): True, ("uint2", 4096, "bfloat16"): False,
+             ("uint3", 4096, "bfloat16"): True, ("uint4", 1, "float16"): True,
+             ("uint7", 1, "bfloat16"): True, ("uint8", 16, "float16"): False,
+             ("uint8", 4096, "float16"): True, ("uint8", 4096, "bfloat16"): False}
+    for (dtype, M, xtype), want in cases.items():
+        assert qmm.codes_in_cast(dtype, M, xtype) == want, (dtype, M, xtype)
+
+    def products(dtype, M):
+        bits = int(dtype[4:])
+        return qmm.choose_config(M, 28672, 8192, bits, 128, dtype)["zero_products"]
+
+    assert products("uint1", 8) and products("uint4", 1) and products("uint3", 16)
+    assert not products("uint1", 16) and not products("uint5", 1) and not products("uint8", 1)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("M", [1, 16])
 def test_float4_weights_cast_to_f16_subnormals_multiply_exactly_on_the_gpu(M):

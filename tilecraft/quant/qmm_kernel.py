@@ -42,8 +42,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     (the stages: constant stage addresses). `tma=False`: the k steps' tiles move by cp.async
     even on sm_90a (T.copy's disable_tma). `zero_codes`: Z holds the zeros as uint8 codes below
     2^bits (whole numbers; the caller checked), subtracted from the cast weights, where the
-    fast cast absorbs them at no cost (block/select_cast.py `fused_codes`; 4- and 8-bit
-    unsigned weights to f16), also at decode (instead of the products). With `acc_scale`,
+    fast cast absorbs them at no cost (block/select_cast.py `fused_codes`, `fused_bytes_codes`;
+    1-, 2-, 3-, 4-, 6-, 7- and 8-bit unsigned weights, 8-bit to f16 only), also at decode
+    (instead of the products). With `acc_scale`,
     float weights without zeros to f16 are cast times 2^-h (h: the biases' difference, 14 for
     float4_e2m1), which costs the fast cast one multiply less, and 2^h joins the scales.
     `fold_scales`: the same without acc_scale (prefill), 2^h joining each group's f16 scale

@@ -785,6 +785,7 @@ TC_DEVICE void fast_cast_nibbles3(const void* a, const void* b, const void* c, v
 template <bool BF16, int N, int T = 0, int P0 = 12, int P1 = 0, int P2 = 0>
 TC_DEVICE void fast_cast_nibbles3_z(const void* a, const void* b, const void* c, const u32* z,
                                     void* dst) {
+  static_assert(T >= 0 && T < (BF16 ? 128 : 64), "T + z below the magic's exact range");
   nibbles3_minus<BF16, N, P0, P1, P2>(a, b, c, dst, [z](int i) { return T + z[i]; });
 }
 
