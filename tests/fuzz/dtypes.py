@@ -136,6 +136,13 @@ def from_numpy(a: np.ndarray, d: DType) -> np.ndarray:
     return np.asarray(a).astype(object)
 
 
+def uniform_values(rng: np.random.Generator, shape, d: DType) -> np.ndarray:
+    """Integers of dtype d uniform over its whole range (bytes of packed codes)."""
+    n = int(np.prod(shape)) if shape else 1
+    v = rng.integers(d.lo, d.hi + 1, n, dtype=np.int64).astype(object)
+    return to_numpy(v.reshape(shape), d)
+
+
 def random_values(rng: np.random.Generator, shape, d: DType) -> np.ndarray:
     """Inputs of dtype d: small values around zero (both signs), some extremes, some zeros."""
     n = int(np.prod(shape)) if shape else 1

@@ -28,6 +28,7 @@ from .features import Features
 from .segments import CopySeg, EwSeg
 from .segments_cluster import ClusterSeg
 from .segments_gather import GatherSeg
+from .segments_lowbit import LowbitSeg
 from .segments_mm import AtomicSeg, GemmSeg, ScalarSeg
 from .segments_red import CumSeg, RedSeg
 from .tiles import Ctx, Namer, Segment
@@ -58,7 +59,9 @@ class Program:
         cluster = f", cluster_dims={c.cluster}" if c.cluster else ""
         head = [f"# tilecraft fuzz program: seed={self.seed} {self.feats.spec()}",
                 f"# segments: {' '.join(type(s).__name__ for s in self.segments)}",
-                "import tilecraft.language as T", "", "", "def make():", "    @T.prim_func",
+                "import tilecraft.language as T",
+                *sorted({i for s in self.segments for i in getattr(s, "imports", ())}),
+                "", "", "def make():", "    @T.prim_func",
                 f"    def {self.name}({decls}):",
                 f"        with T.Kernel({c.grid[0]}, {c.grid[1]}, threads={c.threads}"
                 f"{cluster}) as ({c.bx}, {c.by}):"]
@@ -74,6 +77,7 @@ class Program:
             rng = np.random.default_rng([self.seed, zlib.crc32(p.name.encode())])
             out[p.name] = p.scalar_value if p.is_scalar else \
                 np.zeros(p.shape, D.get(p.dtype).np) if p.zeros else \
+                D.uniform_values(rng, p.shape, D.get(p.dtype)) if p.full_range else \
                 D.random_values(rng, p.shape, D.get(p.dtype))
         return out
 
@@ -115,6 +119,10 @@ def generate(seed: int, feats: Features | None = None) -> Program:
     grng = random.Random(f"gather {seed}")
     if feats.gather and grng.random() < 0.1:
         prog.segments.append(GatherSeg(ctx, grng))
+    # low-bit codes cast in registers (the Tilus level), likewise
+    lrng = random.Random(f"lowbit {seed}")
+    if feats.lowbit and lrng.random() < 0.1:
+        prog.segments.append(LowbitSeg(ctx, lrng))
     return prog
 
 

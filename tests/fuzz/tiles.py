@@ -26,6 +26,7 @@ class Param:
     dtype: str
     scalar_value: int | float | None = None  # a scalar parameter when set
     zeros: bool = False  # starts at zeros (an arrival count), not random values
+    full_range: bool = False  # uniform over the whole range (packed codes), not small values
 
     @property
     def is_scalar(self) -> bool:

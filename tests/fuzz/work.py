@@ -100,18 +100,34 @@ def check(prog, mode: str, workdir: Path, source: str | None = None) -> Outcome:
     args = _args(prog, inputs)
     from tilecraft import interp
 
-    ran, _ = _guard(out, "interpreter", lambda: interp.run(func, args))
+    # (Tilus-level instructions: the tile interpreter refuses them; their interpreter is the
+    # block VM, on the kernel lowered as for the GPU)
+    tilus = any(getattr(s, "tilus", False) for s in prog.segments)
+    ran, _ = _guard(out, "interpreter",
+                    (lambda: _on_vm(func, args)) if tilus else (lambda: interp.run(func, args)))
     interp_out = _outputs(prog, args) if ran else None
     if ran:
         for line in C.against_model(expected, interp_out):
             out.add("mismatch", "interpreter", "model", line)
-        _lowered(out, prog, func, inputs, interp_out)
+        if not tilus:
+            _lowered(out, prog, func, inputs, interp_out)
     if mode in ("compile", "gpu"):
         for arch in ARCHS:
             _compile(out, func, arch)
     if mode == "gpu" and ran:
         _gpu(out, prog, func, inputs, interp_out, expected)
     return out
+
+
+def _on_vm(func, args: list) -> None:
+    """Run `func` lowered to block instructions on the block VM, shared tensors in the arena
+    (what runs a kernel with Tilus-level instructions on the CPU)."""
+    from tilecraft.block.vm import run
+    from tilecraft.passes import lower
+    from tilecraft.passes.lower_tile_ops import lowered_program
+    from tilecraft.targets import H100_SXM
+
+    run(lowered_program(lower(func, H100_SXM)), args, arena=True)
 
 
 def _lowered(out: Outcome, prog, func, inputs: dict, interp_out: dict) -> None:
