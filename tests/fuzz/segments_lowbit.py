@@ -62,7 +62,11 @@ class LowbitSeg(Segment):
         nm = ctx.names
         self.dtype = rng.choice(INTS + INTS + list(FLOATS))
         self.b = b = bits_of(self.dtype)
-        self.n = n = rng.choice([8, 16, 32, 64] if ctx.threads <= 128 else [8, 16, 32])
+        # (whole 32-bit words, and zero masks of the codes' width, half the time: the fused
+        # zero-code casts take whole words and zeros the mask keeps in range)
+        sizes = [8, 16, 32, 64] if ctx.threads <= 128 else [8, 16, 32]
+        words = [k for k in sizes if k * b % 32 == 0]
+        self.n = n = rng.choice(words if words and rng.random() < 0.5 else sizes)
         self.rows = rng.choice([r for r in (1, 2, 4) if n // r >= 8])
         self.interleaved = b in (1, 2, 4) and self.dtype not in FLOATS \
             and n % (32 // b) == 0 and rng.random() < 0.5
@@ -72,7 +76,8 @@ class LowbitSeg(Segment):
         self.op = rng.choice(ops)
         self.const = rng.randint(1, 63)
         self.shift = rng.choice([-2, -1]) if self.dtype in FLOATS else rng.randint(1, 3)
-        self.mask = rng.choice([1, 3, 7, 15, 31, 63, 127, 255])
+        self.mask = (1 << b) - 1 if rng.random() < 0.5 else \
+            rng.choice([1, 3, 7, 15, 31, 63, 127, 255])
         self.nbytes = n * b // 8
         blocks = ctx.grid[0] * ctx.grid[1]
         self.w = Param(nm.fresh("W"), (blocks * ctx.threads * self.nbytes,), "uint8",
