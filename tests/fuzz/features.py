@@ -45,8 +45,9 @@ HELP = {
     "cluster": "a thread-block cluster (cluster_dims): blocks read each other's shared tiles "
                "through T.remote between T.cluster_sync barriers",
     "gather": "tile copies at rows read from shared memory (an index staged by T.copy)",
-    "lowbit": "1- to 8-bit codes loaded, viewed and cast in registers (the Tilus level), minus "
-              "constants or zero codes, times powers of two",
+    "lowbit": "1- to 8-bit codes loaded, viewed and cast in registers (the Tilus level; also "
+              "codes in bytes by T.cast_bytes), minus constants or zero codes, times powers "
+              "of two",
     "var_alias": "`y = x` with x a T.alloc_var (a bare var on the right of an assignment)",
     "rebind_parallel": "rebinding inside T.Parallel bodies (refused with TC116 today)",
 }
