@@ -6,13 +6,28 @@ non-linear atoms to integer coefficients plus a constant; `simplify` rebuilds a 
 expression from it, so slice extents and bounds checks fold to constants.
 
     simplify((bx + 1) * 128 - bx * 128)  ->  Const(128)
+
+A cast between integer types is looked through only where it keeps every value (a wider type
+of the same signedness, or a signed one wider than an unsigned source); a narrowing or
+sign-changing cast is an atom, since it wraps. The rebuilt expression computes in the
+original's type (atoms of another type are cast to it; negative terms of unsigned types are
+subtracted), and an expression that does not rebuild is returned unchanged.
 """
 
 from __future__ import annotations
 
-from .expr import BinOp, Cast, Const, Expr, as_expr, const_int
+from tilecraft.diagnostics import TilecraftError
+
+from .expr import BinOp, Cast, Const, Expr, as_expr, cast, const_int
 
 LinearForm = tuple[dict[Expr, int], int]
+
+
+def _keeps_values(src, dst) -> bool:
+    """Whether converting integer type `src` to `dst` keeps every value of `src`."""
+    if src.kind == dst.kind:
+        return dst.bits >= src.bits
+    return src.kind == "uint" and dst.kind == "int" and dst.bits > src.bits
 
 
 def linear_form(e) -> LinearForm | None:
@@ -23,7 +38,9 @@ def linear_form(e) -> LinearForm | None:
     if isinstance(e, Const):
         return {}, int(e.value)
     if isinstance(e, Cast) and not e.value.dtype.is_float:
-        return linear_form(e.value)
+        if _keeps_values(e.value.dtype, e.dtype):
+            return linear_form(e.value)
+        return {e: 1}, 0
     if isinstance(e, BinOp) and e.op in ("+", "-"):
         la, lb = linear_form(e.a), linear_form(e.b)
         if la is None or lb is None:
@@ -45,23 +62,40 @@ def linear_form(e) -> LinearForm | None:
 
 
 def from_linear(form: LinearForm, dtype=None) -> Expr:
+    """An expression of `form`, computing in `dtype` when given (atoms of another type cast to
+    it; negative coefficients and constants of an unsigned type as subtractions)."""
     terms, c = form
+    unsigned = dtype is not None and dtype.kind == "uint"
     out: Expr | None = None
-    for atom, coeff in terms.items():
+    for atom, coeff in sorted(terms.items(), key=lambda t: t[1] < 0):  # (positive terms first)
+        if dtype is not None and atom.dtype != dtype:
+            atom = cast(dtype, atom)
+        if unsigned and coeff < 0 and out is not None:
+            term = atom if coeff == -1 else BinOp.create("*", atom, -coeff)
+            out = BinOp.create("-", out, term)
+            continue
         term = atom if coeff == 1 else BinOp.create("*", atom, coeff)
         out = term if out is None else BinOp.create("+", out, term)
     if out is None:
         return Const.create(c) if dtype is None else Const.create(c, dtype)
+    if unsigned and c < 0:
+        return BinOp.create("-", out, -c)
     return BinOp.create("+", out, c) if c else out
 
 
 def simplify(e) -> Expr:
-    """Canonicalize an integer affine expression; other expressions come back unchanged."""
+    """Canonicalize an integer affine expression; other expressions come back unchanged (and
+    so does one whose canonical form would not build, e.g. a leading negative term of an
+    unsigned type, or one whose type would change)."""
     e = as_expr(e)
     form = linear_form(e)
     if form is None:
         return e
-    return from_linear(form, e.dtype)
+    try:
+        out = from_linear(form, e.dtype)
+    except TilecraftError:
+        return e
+    return out if out.dtype == e.dtype else e
 
 
 def const_difference(a, b) -> int | None:
