@@ -336,7 +336,7 @@ TC_DEVICE void fast_cast_int(const void* src, void* dst) {
 }
 
 // 32 / B codes of w (B = 1, 2) minus a zero point per code (e[i] for result i, whole numbers
-// below 2^(m - B (W - 1)) = NARROW_Z_LIMIT; m: 10 f16 / 7 bf16 mantissa bits; W fields a
+// below 2^(m - B (W - 1)), `narrow_z_limit`; m: 10 f16 / 7 bf16 mantissa bits; W fields a
 // window): each pair's fields masked in place under a magic whose exponent makes a field j
 // places up exactly 2^(m - B j) + x (LOP3), then 2^(m - B j) + z subtracted, whose bits are
 // linear in z (0x6400-style: the exponent's, plus z << B j): 2 instructions a pair as in
