@@ -173,18 +173,18 @@ def _cases():
                         yield src, dst, n, plan.func, zero, interleave_permutation(n, s.bits), 0
             if s.is_integer and s.bits in (1, 2, 4):  # times 2^scale (a bit plane's weight)
                 for scale in (1, 3, 5 if dst == "float16" else 7):
-                    for ilv in (False, True):
-                        n = 64 // s.bits
-                        plan = plan_for(s, d, n, interleaved=ilv, scale=scale)
-                        perm = interleave_permutation(n, s.bits) if ilv else None
-                        yield src, dst, n, plan.func, 0, perm, scale
+                    for ilv in (False, True):  # (parts of words too: their pairs' own path)
+                        for n in (64 // s.bits,) if ilv else (64 // s.bits, *SIZES):
+                            plan = plan_for(s, d, n, interleaved=ilv, scale=scale)
+                            perm = interleave_permutation(n, s.bits) if ilv else None
+                            yield src, dst, n, plan.func, 0, perm, scale
             top = float_headroom(s, d)  # floats times 2^-s: the trick's multiply folded in
             for scale in sorted({-1, -top // 2, -top}) if top else ():
                 for ilv in (False, True) if words_interleave(s) else (False,):
-                    n = 16
-                    plan = plan_for(s, d, n, interleaved=ilv, scale=scale)
-                    perm = interleave_permutation(n, s.bits) if ilv else None
-                    yield src, dst, n, plan.func, 0, perm, scale
+                    for n in (16,) if ilv else (16, *SIZES):
+                        plan = plan_for(s, d, n, interleaved=ilv, scale=scale)
+                        perm = interleave_permutation(n, s.bits) if ilv else None
+                        yield src, dst, n, plan.func, 0, perm, scale
 
 
 def _expected(src: str, dst: str, zero: int, scale: int = 0) -> np.ndarray:

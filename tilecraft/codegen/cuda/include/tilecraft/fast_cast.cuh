@@ -163,16 +163,39 @@ TC_DEVICE void put2(void* dst, int j, u32 v) {
 }
 
 // ---- integers ---------------------------------------------------------------------------------
-// pairs first..: each field biased to unsigned, under the magic (f16 1024, bf16 128: ulp 1)
-template <int B, bool SIGNED, bool BF16, int N, int Z>
+// the f16 (bf16) bits of the whole number v, |v| < 2048 (256): exact
+template <bool BF16>
+TC_HOST_DEVICE constexpr u32 whole_bits(int v) {
+  constexpr int M = BF16 ? 7 : 10, bias = BF16 ? 127 : 15;
+  const u32 sign = v < 0 ? 1u << 15 : 0u;
+  const int a = v < 0 ? -v : v;
+  int e = 0;
+  while ((2 << e) <= a) ++e;  // 2^e <= a < 2^(e + 1)
+  return a == 0 ? sign : sign | (u32(e + bias) << M) | (u32(a - (1 << e)) << (M - e));
+}
+
+// a * b + c per half
+template <bool BF16>
+TC_DEVICE u32 fma2(u32 a, u32 b, u32 c) {
+  return BF16 ? fma_bf16x2(a, b, c) : fma_f16x2(a, b, c);
+}
+
+// pairs first..: each field biased to unsigned, under the magic (f16 1024, bf16 128: ulp 1),
+// times 2^S (S > 0: one HFMA2, (magic + x) 2^S - (magic + T) 2^S, exact as in narrow_word)
+template <int B, bool SIGNED, bool BF16, int N, int Z, int S = 0>
 TC_DEVICE void int_pairs(const void* src, void* dst, int first) {
+  constexpr int MB = BF16 ? 7 : 10, magic_value = BF16 ? 128 : 1024;
   constexpr u32 magic = BF16 ? 0x4300u : 0x6400u, off = SIGNED ? 1u << (B - 1) : 0u;
   constexpr u32 sub = (magic + off + Z) * 0x10001u;
+  constexpr u32 up = (u32((BF16 ? 127 : 15) + S) << MB) * 0x10001u;  // 2^S
+  constexpr u32 add =  // -(magic + T) 2^S
+      S == 0 ? 0u : (whole_bits<BF16>(-magic_value - int(off) - Z) + (S << MB)) * 0x10001u;
 #pragma unroll
   for (int j = first; j < (N + 1) / 2; ++j) {
     const u32 x = field<B, N>(src, 2 * j) ^ off;
     const u32 y = 2 * j + 1 < N ? field<B, N>(src, 2 * j + 1) ^ off : 0u;
-    put2<N>(dst, j, sub2<BF16>(x | (y << 16) | (magic * 0x10001u), sub));
+    const u32 m = x | (y << 16) | (magic * 0x10001u);
+    put2<N>(dst, j, S == 0 ? sub2<BF16>(m, sub) : fma2<BF16>(m, up, add));
   }
 }
 
@@ -250,22 +273,6 @@ TC_DEVICE void u4x8_bf16(u32 w, u32* out) {
   out[3] = prmt(h[2], h[3], 0x7632u);
 }
 
-// the f16 (bf16) bits of the whole number v, |v| < 2048 (256): exact
-template <bool BF16>
-TC_HOST_DEVICE constexpr u32 whole_bits(int v) {
-  constexpr int M = BF16 ? 7 : 10, bias = BF16 ? 127 : 15;
-  const u32 sign = v < 0 ? 1u << 15 : 0u;
-  const int a = v < 0 ? -v : v;
-  int e = 0;
-  while ((2 << e) <= a) ++e;  // 2^e <= a < 2^(e + 1)
-  return a == 0 ? sign : sign | (u32(e + bias) << M) | (u32(a - (1 << e)) << (M - e));
-}
-
-// a * b + c per half
-template <bool BF16>
-TC_DEVICE u32 fma2(u32 a, u32 b, u32 c) {
-  return BF16 ? fma_bf16x2(a, b, c) : fma_f16x2(a, b, c);
-}
 
 // 32 / B codes of w (B = 1, 2) -> f16 / bf16: codes k and k + 16 / B in the halves of one word.
 // A field j places up in a word the magic reaches (B * j + B <= 10 f16 / 7 bf16 mantissa bits)
@@ -331,7 +338,7 @@ TC_DEVICE void fast_cast_int(const void* src, void* dst) {
       memcpy(static_cast<u8*>(dst) + 2 * i, &h, 2);
     }
   } else {
-    int_pairs<B, SIGNED, BF16, N, Z>(src, dst, words * per / 2);
+    int_pairs<B, SIGNED, BF16, N, Z, S>(src, dst, words * per / 2);
   }
 }
 
