@@ -155,8 +155,8 @@ def test_every_float_code_times_a_power_of_two_below_one_matches_the_interpreter
 
     d = dt.resolve(src)
     top = 15 - ((1 << (d.exponent_bits - 1)) - 1)
-    n = 64
-    for s in (1, top):
+    part = 12 if d.bits % 2 == 0 else 8  # (a part of a word too, in whole bytes)
+    for n, s in ((n, s) for n in (64, part) for s in (1, top)):
         prog = cast_program(src, "float16", n, THREADS, BLOCKS, zero=2.0 ** -s, op="*")
         kernel = build_block_kernel(prog, current_target().arch)
         assert f"-{s}>(codes_, shifted_)" in kernel.source
@@ -166,7 +166,7 @@ def test_every_float_code_times_a_power_of_two_below_one_matches_the_interpreter
         got = out.view(torch.int16).cpu().numpy().view(np.uint16)
         want = vm_result(src, "float16", n, THREADS, BLOCKS, 2.0 ** -s, op="*")
         bad = np.flatnonzero(got != want)
-        assert bad.size == 0, (s, [(int(i), hex(got[i]), hex(want[i])) for i in bad[:8]])
+        assert bad.size == 0, (n, s, [(int(i), hex(got[i]), hex(want[i])) for i in bad[:8]])
 
 
 @pytest.mark.gpu
@@ -178,8 +178,8 @@ def test_every_code_times_a_power_of_two_matches_the_interpreter_on_the_gpu(src,
     from tilecraft.codegen.block_cuda import build_block_kernel
     from tilecraft.targets import current_target
 
-    n = 64
-    for factor in (2, 8, 32):
+    sizes = (64, 12) if dt.resolve(src).bits == 4 else (64, 8, 40)  # (parts of words too)
+    for n, factor in ((n, f) for n in sizes for f in (2, 8, 32)):
         prog = cast_program(src, dst, n, THREADS, BLOCKS, zero=factor, op="*")
         kernel = build_block_kernel(prog, current_target().arch)
         assert ">(codes_, shifted_)" in kernel.source
@@ -189,4 +189,4 @@ def test_every_code_times_a_power_of_two_matches_the_interpreter_on_the_gpu(src,
         got = out.view(torch.int16).cpu().numpy().view(np.uint16)
         want = vm_result(src, dst, n, THREADS, BLOCKS, factor, op="*")
         bad = np.flatnonzero(got != want)
-        assert bad.size == 0, (factor, [(int(i), hex(got[i]), hex(want[i])) for i in bad[:8]])
+        assert bad.size == 0, (n, factor, [(int(i), hex(got[i]), hex(want[i])) for i in bad[:8]])
