@@ -61,7 +61,7 @@ def test_the_plan_for_57344_channels_runs_its_grid_in_one_wave(M, wtype, zeros, 
     key = (M, 57344, K, wtype, "float16", bits, 128, 0, zeros, False, codes, False, None, (),
            H100_SXM)
     qmm._PLANS.pop(key, None)
-    kernel, _, _ = qmm._plan(key, None)
+    kernel = qmm._plan(key, None)[0]
     launch = generate_cuda(kernel.func, "sm_90a").launch
     blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
     per_sm = H100_SXM.shared_memory_per_sm // (launch.smem + RESERVED)

@@ -3,7 +3,8 @@
 Requires: `pipelines`, `layouts`. Guarantees (`swizzles`): state.swizzled holds every shared
 buffer of 16 bits with 2 dims whose rows hold at least 32 bytes in 16-byte chunks and 8 rows
 at a time (`wants_swizzle`), and every such 8-bit buffer a T.Pipelined loop stages (the packed
-weight bytes of the quantized matmul: swizzled, a TMA load can fill it, block/select_tma.py):
+weight bytes of the quantized matmul: swizzled, a TMA load can fill it, block/select_tma.py),
+and every staged tile of one such row (`_one_row`: a k step's scales in the quantized matmul):
 lowering gives it `make_swizzled_layout`'s layout (column blocks of the widest of 128/64/32
 bytes dividing a row, each row-major with its 16-byte chunks XORed by row: what ldmatrix reads
 without bank conflicts and TMA and wgmma address with their hardware swizzle). Where the tiles
@@ -31,8 +32,19 @@ def choose_swizzles(state: KernelState) -> None:
     staged = _tma_staged(state)
     for s in walk(state.kernel.body):
         if isinstance(s, Allocate) and s.buffer.scope == "shared" and (
-                wants_swizzle(s.buffer) or (s.buffer in staged and wants_swizzle(s.buffer, 8))):
+                wants_swizzle(s.buffer) or (s.buffer in staged and (
+                    wants_swizzle(s.buffer, 8) or _one_row(s.buffer)))):
             state.swizzled.add(s.buffer)
+
+
+def _one_row(buf) -> bool:
+    """A staged 2-D tile of one row of 8- or 16-bit elements, at least 32 bytes in 16-byte
+    chunks (the quantized matmul's k step of scales or zero codes): swizzled, a TMA box of one
+    row fills it with the step's other tiles."""
+    shape = buf.static_shape
+    return (buf.dtype.bits in (8, 16) and buf.dtype.is_standard and len(shape) == 2
+            and shape[0] == 1 and shape[1] * buf.dtype.bits % 128 == 0
+            and shape[1] * buf.dtype.bits // 8 >= 32)
 
 
 def _tma_staged(state: KernelState) -> set:

@@ -290,7 +290,9 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
                 last_block=last, zero_products=products)
 
 
-_PLANS: dict = {}  # (shapes, types, options, switches, target) -> (kernel, reducer or None, split)
+#: (shapes, types, options, switches, target) -> (kernel, reducer or None, split, whether the
+#: kernel takes its scales and zeros transposed: qmm_kernel's `step_scales`)
+_PLANS: dict = {}
 _CHECKS: Any = None  # QuantizedWeight -> {check: (stamp, result)} (`_checked`)
 _CALLS: Any = None  # QuantizedWeight -> {(M, x dtype, bias?, switches): prepared} (`quant_matmul`)
 CALLS_PER_WEIGHT = 16  # prepared calls kept per weight
@@ -364,6 +366,14 @@ def _plan(key: tuple, config: dict | None) -> tuple:
     cfg = dict(choose_config(M, N, K, bits, group, wtype), **(config or {}))
     if codes:
         cfg["zero_codes"] = True
+    if has_zeros and bits in (4, 5) and cfg.get("acc_scale") and cfg.get("tma") \
+            and key[-1].has_tma and cfg["split"] == 1 and cfg["BK"] == group \
+            and "step_scales" not in (config or {}):
+        # (the zeros made the slice's up-front prologue 24-32 KB a block; at 28672 x 8192, M =
+        # 1 / 16, three runs: uint4 0.3-0.9 / 1.6-1.8 us faster, uint5 0.1-2.7 / 0.1-1.1; uint3,
+        # uint6, uint8 within +-1 us; symmetric types 0.7-1.7 slower, uint1 / uint2 (cp.async)
+        # 2-4: session 26)
+        cfg["step_scales"] = True
     if M <= 16 and "stages" not in (config or {}):  # the grid in one wave (quant/waves.py)
         from tilecraft.quant.waves import one_wave_stages
 
@@ -390,7 +400,7 @@ def _plan(key: tuple, config: dict | None) -> tuple:
     split = cfg["split"] if not cfg.get("cluster") else 1  # (P's slices)
     reducer = qmm_reduce(M, N, split, xtype, has_bias) \
         if split > 1 and not cfg.get("last_block") else None
-    _PLANS[key] = plan = (kernel, reducer, split)
+    _PLANS[key] = plan = (kernel, reducer, split, bool(cfg.get("step_scales")))
     return plan
 
 
@@ -431,7 +441,8 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
     stamp = _stamp(qweight)
     prepared = _prepare(x, qweight, bias is not None, config, how[3])
     if calls is not None:  # (one converted copy of the scales and zeros per x dtype, shared)
-        same = [e for h, e in calls.items() if h[1] == x.dtype and _unchanged(e[0], stamp)]
+        same = [e for h, e in calls.items() if h[1] == x.dtype and _unchanged(e[0], stamp)
+                and e[5].shape == prepared[4].shape]  # (laid out alike: step_scales)
         if same:  # (zeros: the same kind too, codes or values)
             s, z, b0 = same[0][5:]
             z = z if z.dtype == prepared[5].dtype else prepared[5]
@@ -506,8 +517,12 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
            0 if has_zeros else qweight.zero_point, has_zeros, has_bias, codes is not None, fold,
            tuple(sorted(config.items())) if config else None, switches, current_target())
-    kernel, reducer, split = _PLANS.get(key) or _plan(key, config)
-    s = qweight.scales.to(x.dtype).contiguous()
-    z = codes if codes is not None else qweight.zeros.to(x.dtype).contiguous() if has_zeros \
+    kernel, reducer, split, by_group = _PLANS.get(key) or _plan(key, config)
+
+    def laid(t: Any) -> Any:  # ((N, G), or (G, N) for a kernel that takes a group a k step)
+        return (t.t() if by_group else t).contiguous()
+
+    s = laid(qweight.scales.to(x.dtype))
+    z = laid(codes) if codes is not None else laid(qweight.zeros.to(x.dtype)) if has_zeros \
         else s
     return kernel, reducer, split, qweight.packed.view(N // 16, -1), s, z, s.view(-1)[:N]

@@ -30,7 +30,8 @@ def slice_groups(K: int, split: int, group: int) -> int:
 def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=False,
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
                acc_scale=False, zero_products=True, unroll=0, tma=True, zero_codes=False,
-               fold_scales=False, zero_fma=True, last_block=False, cluster=False):
+               fold_scales=False, zero_fma=True, last_block=False, cluster=False,
+               step_scales=False):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
@@ -57,6 +58,11 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     C[bn, bm] (an atomic that returns the count, ordered acq_rel); the tile's last block adds
     the slices in order, as `qmm_reduce` does (the same bits), writes Y and sets the count
     back to 0 for the next call: one launch instead of two (C starts at zero: the caller).
+    `step_scales` (acc_scale, a k step a group): S and Z come transposed, (G, N), and each k
+    step's group of scales and zeros moves with its tiles through the pipeline (BN contiguous
+    values: a 16-byte copy each for a few threads) instead of the K slice's every group up
+    front, before the first step (24 KB a block for 1-bit codes at decode, waited for by every
+    block before its first step).
     `cluster` (split > 1, at most 8 slices): a tile's slices form a thread-block cluster; each
     block leaves its partial sums in its shared memory and adds, in slice order (the same
     bits again), its 1/split of the tile's rows from every block's (T.remote): no P, no
@@ -83,6 +89,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 for i, p in enumerate(planes or ())]
     u_layout = byte_layout(warps, rows, bits)
     s_layout = w_layout.reduce(1, keepdim=True)  # a row's scale, where the row's elements are
+    s_row = w_layout.reduce(1, keepdim=False)  # the same registers, rank 1 (step_scales)
     cluster = cluster and split > 1
     assert not cluster or (split <= 8 and BN % split == 0 and not last_block), \
         "a cluster holds at most 8 slices, each adding whole rows"
@@ -98,28 +105,33 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     fold = (resolve(wtype).f16_headroom if resolve(xtype).name == "float16" else 0) \
         if (acc_scale or fold_scales) and not has_zeros and zero == 0 else 0
     ztype = "uint8" if zero_codes else xtype
+    assert not step_scales or (acc_scale and BK == group), \
+        "step_scales: the scales on the products (acc_scale), a k step a group"
+    s_shape = (G, N) if step_scales else (N, G)
     # f16 zeros without codes, scales on the weights: one fma a weight pair, q s + (-z s)
     zero_fma = zero_fma and has_zeros and not zero_codes and not acc_scale \
         and resolve(xtype).name == "float16"
 
     @T.prim_func
     def qmm(X: T.Tensor((M, K), xtype), Wp: T.Tensor((N // 16, K // 64 * tile_bytes), "uint8"),
-            S: T.Tensor((N, G), xtype), Z: T.Tensor((N, G), ztype), B: T.Tensor((N,), xtype),
+            S: T.Tensor(s_shape, xtype), Z: T.Tensor(s_shape, ztype), B: T.Tensor((N,), xtype),
             Y: T.Tensor((M, N), xtype), P: T.Tensor(p_shape, "float32"),
             C: T.Tensor(c_shape, "int32")):
         with T.Kernel(N // BN, T.ceildiv(M, BM), split, threads=32 * warps,
                       cluster_dims=(1, 1, split) if cluster else None) as (bn, bm, bs):
             X_s = T.alloc_shared((BM, BK), xtype)
             W_s = T.alloc_shared((BN // 16, r * tile_bytes), "uint8")
-            S_s = T.alloc_shared((BN, GS), xtype)  # the slice's scales (and zeros), read each step
-            Z_s = T.alloc_shared((BN, GS if has_zeros else 1), ztype)
+            # the slice's scales (and zeros), read each step; or the step's own (step_scales)
+            S_s = T.alloc_shared((1, BN) if step_scales else (BN, GS), xtype)
+            Z_s = T.alloc_shared((1, BN) if step_scales else (BN, GS if has_zeros else 1), ztype)
             acc = T.alloc_fragment((BN, BM), "float32")
             part = T.alloc_fragment((BN, BM), "float32")  # one group's product (acc_scale)
             # the slice's first group (a product when slices are whole groups: the scales'
             # copy then provably starts on a 16-byte boundary and moves in vectors)
             g0 = bs * (KS // group) if KS % group == 0 else bs * KS // group
-            T.copy(S[bn * BN, g0], S_s)
-            if has_zeros:
+            if not step_scales:
+                T.copy(S[bn * BN, g0], S_s)
+            if has_zeros and not step_scales:
                 T.copy(Z[bn * BN, g0], Z_s)
             T.clear(acc)
             T.clear(part)
@@ -132,6 +144,10 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 kk = bs * (KS // BK) + k
                 T.copy(X[bm * BM, kk * BK], X_s, disable_tma=not tma)
                 T.copy(Wp[bn * (BN // 16), kk * r * tile_bytes], W_s, disable_tma=not tma)
+                if step_scales:  # (the step's group: kk, a step being a group)
+                    T.copy(S[kk, bn * BN], S_s, disable_tma=not tma)
+                if step_scales and has_zeros:
+                    T.copy(Z[kk, bn * BN], Z_s, disable_tma=not tma)
                 zf = None  # the k step's zeros as X's type (zero_codes)
                 for j in steps:  # a Python list: unrolled at parse time (constant offsets)
                     if as_bytes:  # each thread's 4 * bits bytes in 2-3 loads, one cast
@@ -179,11 +195,19 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                                policy=T.GemmWarpPolicy.FullRow)
                     elif has_zeros and zero_codes:  # (whole codes: `& mask` proves the range)
                         if zf is None or group < BK:  # (once a k step when it is one group)
-                            zc = T.load_shared(Z_s, layout=s_layout, offset=[0, g])
+                            if step_scales:  # (a row of BN, each thread's rows as s_layout)
+                                zc = T.view(T.load_shared(Z_s, layout=s_row, offset=[0, 0],
+                                                          dims=[1]), layout=s_layout)
+                            else:
+                                zc = T.load_shared(Z_s, layout=s_layout, offset=[0, g])
                             zf = T.cast(zc & ((1 << bits) - 1), xtype)
                         w = w - zf
                     elif has_zeros and not zero_fma:
-                        w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
+                        if step_scales:
+                            w = w - T.view(T.load_shared(Z_s, layout=s_row, offset=[0, 0],
+                                                         dims=[1]), layout=s_layout)
+                        else:
+                            w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
                     elif zero != 0 and (fplanes or not planes) and not fused_zero:  # (else: cast)
                         w = w - zero
                     if acc_scale:
@@ -201,10 +225,17 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                 if acc_scale:
                     gk = (k * BK) // group if KS % group == 0 else (kk * BK) // group - g0
                     if per_group == 1 or (k + 1) % per_group == 0:  # the group is complete
-                        if zeros_on_products:
+                        if zeros_on_products and step_scales:
+                            for i, t in T.Parallel(BN, BM):
+                                acc[i, t] += (part[i, t] - Z_s[0, i] * xsum[i, t]) * S_s[0, i]
+                            T.clear(xsum)
+                        elif zeros_on_products:
                             for i, t in T.Parallel(BN, BM):
                                 acc[i, t] += (part[i, t] - Z_s[i, gk] * xsum[i, t]) * S_s[i, gk]
                             T.clear(xsum)
+                        elif step_scales:
+                            for i, t in T.Parallel(BN, BM):
+                                acc[i, t] += part[i, t] * (2.0 ** fold) * S_s[0, i]
                         else:
                             for i, t in T.Parallel(BN, BM):
                                 acc[i, t] += part[i, t] * (2.0 ** fold) * S_s[i, gk]

@@ -43,10 +43,10 @@ def tile_bytes(cfg: dict, stages: int, K: int, bits: int, group: int, xtype: Any
                has_zeros: bool, codes: bool) -> list[int]:
     """Bytes of qmm_kernel's shared tiles for configuration `cfg` with `stages` stages: the
     stages of X's and W's tiles, the slice's scales, its zeros (without alignment or
-    mbarriers)."""
+    mbarriers); with `step_scales`, a row of each a stage."""
     xb = resolve(xtype).bits // 8
     BN = 16 * cfg["warps"] * cfg["rows"]
-    GS = slice_groups(K, cfg["split"], group)
+    GS = stages if cfg.get("step_scales") else slice_groups(K, cfg["split"], group)
     x = stages * cfg["BM"] * cfg["BK"] * xb
     w = stages * BN // 16 * (cfg["BK"] // 64) * 128 * bits
     return [x, w, BN * GS * xb, BN * GS * (1 if codes else xb) if has_zeros else 0]

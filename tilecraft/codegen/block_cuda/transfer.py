@@ -285,7 +285,11 @@ class TransferPrinter:
             return
         self.w(f"// copy_async {s.src.buffer.name} -> {dst.buffer.name}: cp.async, {n} chunks "
                f"of 16 bytes")
-        self.open(f"for (int e = tid; e < {n}; e += {nt})")
+        if n <= nt:  # (a chunk for each of the first n threads: no loop to unroll around)
+            self.open(f"if (tid < {n})")
+            self.w("const int e = tid;")
+        else:
+            self.open(f"for (int e = tid; e < {n}; e += {nt})")
         coords = [f"(e / {per_row * math.prod(shape[k + 1:-1])}) % {shape[k]}"
                   for k in range(len(shape) - 1)] + [f"(e % {per_row}) * {c}"]
         flat, ok = self.global_flat(s.src, self.tile_index(s, coords), s)
