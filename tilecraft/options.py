@@ -49,6 +49,13 @@ def switches_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ..
     return tuple(env.get(var, "1") for var in _SWITCHES.values())
 
 
+def switch_on(switches: tuple[str, ...], name: str) -> bool:
+    """Whether switch `name` ("tma", ...) is on in `switches` (switches_from_env's tuple; an
+    empty one: the defaults): on unless "0", as CompileOptions reads them."""
+    i = list(_SWITCHES).index(name)
+    return i >= len(switches) or switches[i] != "0"
+
+
 class CompileOptions(Frozen):
     """The target and the code-generation switches of one build (see the module doc)."""
 

@@ -8,6 +8,7 @@ import torch
 import tilecraft.quant as Q
 from tilecraft.codegen.cuda.build import generate_cuda
 from tilecraft.dtypes import resolve
+from tilecraft.options import switches_from_env
 from tilecraft.quant import qmm
 from tilecraft.quant.qmm_kernel import qmm_kernel
 from tilecraft.targets import A100_SXM, H100_SXM
@@ -30,10 +31,10 @@ def test_a_k_steps_own_scales_give_the_same_bits(wtype, M, xtype):
     assert ((b.double() - ref).norm() / ref.norm()).item() < 1e-2
 
 
-def _plan_takes(wtype, M, N, zeros, target=H100_SXM):
+def _plan_takes(wtype, M, N, zeros, target=H100_SXM, switches=()):
     bits = resolve(wtype).bits
-    key = (M, N, 8192, wtype, "float16", bits, 128, 0, zeros, False, False, False, None, (),
-           target)
+    key = (M, N, 8192, wtype, "float16", bits, 128, 0, zeros, False, False, False, None,
+           switches, target)
     qmm._PLANS.pop(key, None)
     try:
         return qmm._plan(key, None)[3]
@@ -47,6 +48,8 @@ def test_the_plan_takes_them_where_zeros_made_the_prologue_long():
     assert not _plan_takes("uint1", 1, 28672, zeros=True)  # (cp.async: 2-4 us slower)
     assert not _plan_takes("uint4", 1, 8192, zeros=True)  # (split K: a short prologue)
     assert not _plan_takes("uint4", 1, 28672, zeros=True, target=A100_SXM)  # (no TMA)
+    off = switches_from_env({"TILECRAFT_TMA": "0"})
+    assert not _plan_takes("uint4", 1, 28672, zeros=True, switches=off)  # (TMA switched off)
 
 
 def test_a_steps_row_of_scales_rides_the_tma_loads():
@@ -77,3 +80,21 @@ def test_on_the_gpu_a_k_steps_own_scales_give_the_same_bits(wtype):
         a = qmm.quant_matmul(x, qw, config={"step_scales": False})
         b = qmm.quant_matmul(x, qw, config={"step_scales": True})
         assert torch.equal(a, b), (M, xtype)
+
+
+def test_calls_share_converted_scales_only_when_laid_out_alike(monkeypatch):
+    """The per-weight call cache shares one converted copy of the scales between calls; one
+    taking them transposed must not hand them to one that does not, even where (N, G) and
+    (G, N) are the same shape (N = G: K split never here, so M = 1 takes step_scales)."""
+    monkeypatch.setattr(qmm, "_splits", lambda *a: False)
+    torch.manual_seed(0)
+    N, K = 64, 8192
+    qw = Q.quantize(torch.randn(N, K) * 0.02, "uint4")
+    qw.zeros.add_(0.5)  # (not whole: zeros as values, on the products at M = 1)
+    for M in (1, 20):
+        x = torch.randn(M, K, dtype=torch.float16)
+        ref = x.double() @ qw.dequantize().double().T
+        y = qmm.quant_matmul(x, qw)
+        assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2, M
+    taken = {k[0]: v[3] for k, v in qmm._PLANS.items() if k[1:3] == (N, K) and k[12] is None}
+    assert taken[1] and not taken[20]  # (both layouts were in play)

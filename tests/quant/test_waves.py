@@ -76,9 +76,10 @@ def test_the_plan_for_57344_channels_runs_its_grid_in_one_wave(M, wtype, zeros, 
     ("int4", False, False), ("uint4", True, True), ("uint8", True, False),
     ("float6_e3m2", False, False), ("uint3", True, False), ("float8_e4m3", False, False)])
 @pytest.mark.parametrize("M, N", [(1, 57344), (16, 8192)])
-def test_the_bounds_hold_for_the_kernels_as_built(wtype, zeros, codes, M, N):
+@pytest.mark.parametrize("step", [False, True], ids=["slice", "step_scales"])
+def test_the_bounds_hold_for_the_kernels_as_built(wtype, zeros, codes, M, N, step):
     bits = resolve(wtype).bits
-    base = qmm.choose_config(M, N, K, bits, 128, wtype)
+    base = dict(qmm.choose_config(M, N, K, bits, 128, wtype), step_scales=step)
     for stages in (2, 4):
         cfg = dict(base, stages=stages, unroll=min(base["unroll"], stages))
         got = _smem(M, N, wtype, zeros, codes, **cfg).smem

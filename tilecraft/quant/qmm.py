@@ -360,15 +360,16 @@ def fold_scales(qweight: Any, xtype: str) -> bool:
 
 
 def _plan(key: tuple, config: dict | None) -> tuple:
+    from tilecraft.options import switch_on
     from tilecraft.quant.qmm_kernel import qmm_kernel, qmm_reduce
 
     M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias, codes, fold = key[:12]
     cfg = dict(choose_config(M, N, K, bits, group, wtype), **(config or {}))
     if codes:
         cfg["zero_codes"] = True
-    if has_zeros and bits in (4, 5) and cfg.get("acc_scale") and cfg.get("tma") \
-            and key[-1].has_tma and cfg["split"] == 1 and cfg["BK"] == group \
-            and "step_scales" not in (config or {}):
+    tma_on = cfg.get("tma") and key[-1].has_tma and switch_on(key[13], "tma")
+    if has_zeros and bits in (4, 5) and cfg.get("acc_scale") and tma_on and cfg["split"] == 1 \
+            and cfg["BK"] == group and "step_scales" not in (config or {}):
         # (the zeros made the slice's up-front prologue 24-32 KB a block; at 28672 x 8192, M =
         # 1 / 16, three runs: uint4 0.3-0.9 / 1.6-1.8 us faster, uint5 0.1-2.7 / 0.1-1.1; uint3,
         # uint6, uint8 within +-1 us; symmetric types 0.7-1.7 slower, uint1 / uint2 (cp.async)
@@ -437,19 +438,19 @@ def quant_matmul(x: Any, qweight: Any, bias: Any = None, config: dict | None = N
         calls = _CALLS.setdefault(qweight, {})
         hit = calls.get(how)
         if hit is not None and _unchanged(hit[0], _stamp(qweight)):
-            return _launch(x, bias, *hit[1:])
+            return _launch(x, bias, *hit[2:])
     stamp = _stamp(qweight)
-    prepared = _prepare(x, qweight, bias is not None, config, how[3])
+    by_group, prepared = _prepare(x, qweight, bias is not None, config, how[3])
     if calls is not None:  # (one converted copy of the scales and zeros per x dtype, shared)
         same = [e for h, e in calls.items() if h[1] == x.dtype and _unchanged(e[0], stamp)
-                and e[5].shape == prepared[4].shape]  # (laid out alike: step_scales)
+                and e[1] == by_group]  # (laid out alike: (N, G) or (G, N), equal when N = G)
         if same:  # (zeros: the same kind too, codes or values)
-            s, z, b0 = same[0][5:]
+            s, z, b0 = same[0][6:]
             z = z if z.dtype == prepared[5].dtype else prepared[5]
             prepared = (*prepared[:4], s, z, b0)
         while len(calls) >= CALLS_PER_WEIGHT:  # (the oldest first: M values come and go)
             calls.pop(next(iter(calls)))
-        calls[how] = (stamp, *prepared)
+        calls[how] = (stamp, by_group, *prepared)
     return _launch(x, bias, *prepared)
 
 
@@ -501,8 +502,9 @@ def _no_counts(device: Any) -> Any:
 
 
 def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches: tuple) -> tuple:
-    """(kernel, reducer or None, split, packed weight, scales, zeros, bias placeholder) of a call:
-    the plan for its shapes and options, and the weight's tensors as the kernel takes them."""
+    """(whether the scales and zeros are transposed, (kernel, reducer or None, split, packed
+    weight, scales, zeros, bias placeholder)) of a call: the plan for its shapes and options,
+    and the weight's tensors as the kernel takes them."""
     import torch
 
     from tilecraft.targets import current_target
@@ -525,4 +527,5 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
     s = laid(qweight.scales.to(x.dtype))
     z = laid(codes) if codes is not None else laid(qweight.zeros.to(x.dtype)) if has_zeros \
         else s
-    return kernel, reducer, split, qweight.packed.view(N // 16, -1), s, z, s.view(-1)[:N]
+    return by_group, (kernel, reducer, split, qweight.packed.view(N // 16, -1), s, z,
+                      s.view(-1)[:N])

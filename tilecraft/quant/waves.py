@@ -40,16 +40,35 @@ RESERVED = 1024  # shared memory the hardware reserves for each block (sm_80 and
 
 
 def tile_bytes(cfg: dict, stages: int, K: int, bits: int, group: int, xtype: Any,
-               has_zeros: bool, codes: bool) -> list[int]:
+               has_zeros: bool, codes: bool, tma: bool = True) -> list[int]:
     """Bytes of qmm_kernel's shared tiles for configuration `cfg` with `stages` stages: the
     stages of X's and W's tiles, the slice's scales, its zeros (without alignment or
-    mbarriers); with `step_scales`, a row of each a stage."""
+    mbarriers); with `step_scales`, a row of each a stage (`tma`: the loop's copies may be TMA
+    loads, the rows then swizzled)."""
     xb = resolve(xtype).bits // 8
     BN = 16 * cfg["warps"] * cfg["rows"]
-    GS = stages if cfg.get("step_scales") else slice_groups(K, cfg["split"], group)
     x = stages * cfg["BM"] * cfg["BK"] * xb
     w = stages * BN // 16 * (cfg["BK"] // 64) * 128 * bits
-    return [x, w, BN * GS * xb, BN * GS * (1 if codes else xb) if has_zeros else 0]
+    zb = 1 if codes else xb
+    if cfg.get("step_scales"):  # (a row a stage)
+        tma = tma and cfg.get("tma", True)
+        return [x, w, staged_rows(BN, xb, stages, tma),
+                staged_rows(BN, zb, stages, tma) if has_zeros else 0]
+    GS = slice_groups(K, cfg["split"], group)
+    return [x, w, BN * GS * xb, BN * GS * zb if has_zeros else 0]
+
+
+def staged_rows(n: int, nbytes: int, stages: int, tma: bool) -> int:
+    """Bytes of `stages` staged rows of n elements of nbytes each: one after another, or where
+    choose_swizzles swizzles them (`_one_row`, for TMA loads) each stage at its swizzle's
+    period."""
+    from tilecraft.layout import make_swizzled_layout
+
+    row = n * nbytes
+    sw = make_swizzled_layout((1, n), 8 * nbytes).swizzle if tma and row % 16 == 0 and \
+        row >= 32 else None
+    stride = max(row, sw.period * nbytes) if sw is not None else row
+    return (stages - 1) * stride + row
 
 
 def one_wave_stages(cfg: dict, M: int, N: int, K: int, bits: int, group: int, xtype: Any,
@@ -66,7 +85,7 @@ def one_wave_stages(cfg: dict, M: int, N: int, K: int, bits: int, group: int, xt
             target.registers_per_sm // (b * threads) < REGISTERS:
         return cfg["stages"]
     room = target.shared_memory_per_sm // b - RESERVED  # bytes a block may take
-    args = (K, bits, group, xtype, has_zeros, codes)
+    args = (K, bits, group, xtype, has_zeros, codes, bool(cfg.get("tma")) and target.has_tma)
     mbarriers = 8 * cfg["stages"] if cfg.get("tma") and target.has_tma else 0
     if sum(tile_bytes(cfg, cfg["stages"], *args)) + mbarriers <= room:  # (may fit: as built)
         return cfg["stages"]
