@@ -262,7 +262,8 @@ def test_prepared_calls_share_the_converted_scales_and_stay_bounded(monkeypatch)
         _check(torch.randn(M, 128, dtype=torch.bfloat16), qw)  # (the f16 scales converted)
     entries = list(qmm._CALLS[qw].values())
     assert [h[0] for h in qmm._CALLS[qw]] == [2, 3, 4]
-    assert all(e[5] is entries[0][5] for e in entries)  # one bf16 copy of the scales
+    # (an entry: stamp, layout flag, kernel, reducer, split, weight, scales, zeros, bias)
+    assert all(e[6] is entries[0][6] for e in entries)  # one bf16 copy of the scales
 
 
 def test_a_6_bit_float_weight_with_a_zero_point_subtracts_it():
