@@ -4,7 +4,8 @@ whole timing runs by 5-20%: benchmarks/NOTES.md, session 18).
 Every variant (a weight type, optionally `:key=value` overrides of the kernel's configuration,
 `:sym` for the symmetric scheme) is checked against the float64 reference of its dequantized
 weight first (rel err < 1e-2), then all variants and cuBLAS (`x @ w.T`, fp16) run in one
-interleaved loop: each round times every variant once (CUDA events around the call; a spin
+interleaved loop: each round times every variant once (its kernels on arguments prepared once,
+as the per-weight cache of a call without `config=` has them; CUDA events around the call; a spin
 kernel before it holds the GPU while the host enqueues, so the host time stays out; at decode
 shapes whose weights fit in L2, pass --flush); each round starts one call later than the last.
 Medians over the rounds, and the ratio to cuBLAS in the same rounds.
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quant_gemm import Timer  # noqa: E402
 
 import tilecraft.quant as Q  # noqa: E402
+from tilecraft.options import switches_from_env  # noqa: E402
 from tilecraft.quant import qmm  # noqa: E402
 
 
@@ -43,17 +45,24 @@ def variant(spec: str, w: torch.Tensor, x: torch.Tensor):
     qw = Q.quantize(w, wtype, scheme=scheme)
     ref = x.double() @ qw.dequantize().double().T
 
-    def call():
+    def with_env(fn):
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            return qmm.quant_matmul(x, qw, config=cfg)
+            return fn()
         finally:
             for k, v in saved.items():
                 if v is None:
                     del os.environ[k]
                 else:
                     os.environ[k] = v
+
+    # prepared once, as a call without config= is by the per-weight cache: the weight's
+    # tensors converted (and transposed, with step_scales) outside the timed calls
+    _, prepared = with_env(lambda: qmm._prepare(x, qw, False, cfg, switches_from_env()))
+
+    def call():
+        return with_env(lambda: qmm._launch(x, None, *prepared))
 
     y = call()
     err = ((y.double() - ref).norm() / ref.norm()).item()

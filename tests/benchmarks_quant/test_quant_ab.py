@@ -36,14 +36,36 @@ def test_a_compiler_switch_in_a_spec_is_set_around_each_call_only(monkeypatch):
 
     monkeypatch.delenv("TILECRAFT_SINK_STORES", raising=False)
     seen = []
-    real = ab.qmm.quant_matmul
 
-    def spy(*args, **kwargs):
-        seen.append(os.environ.get("TILECRAFT_SINK_STORES"))
-        return real(*args, **kwargs)
-    monkeypatch.setattr(ab.qmm, "quant_matmul", spy)
+    def spy(name):
+        real = getattr(ab.qmm, name)
+
+        def wrapped(*args, **kwargs):
+            seen.append((name, os.environ.get("TILECRAFT_SINK_STORES")))
+            return real(*args, **kwargs)
+        monkeypatch.setattr(ab.qmm, name, wrapped)
+    spy("_prepare")
+    spy("_launch")
     w, x = torch.randn(128, 256) * 0.02, torch.randn(32, 256).half()
     call, err = ab.variant("uint4:TILECRAFT_SINK_STORES=0", w, x)
     call()
-    assert err < 1e-2 and seen == ["0", "0"]
+    # (prepared once, the kernels built under the switch; launched under it each call)
+    assert err < 1e-2 and seen == [("_prepare", "0"), ("_launch", "0"), ("_launch", "0")]
     assert "TILECRAFT_SINK_STORES" not in os.environ
+
+
+def test_a_variant_is_prepared_once_as_the_call_cache_would(monkeypatch):
+    """(a configuration's call through quant_matmul(config=) prepares every time: with
+    step_scales that transposed the scales inside every timed call, session 26)"""
+    w, x = torch.randn(128, 256) * 0.02, torch.randn(1, 256).half()
+    call, _ = ab.variant("uint4:step_scales=True", w, x)
+    prepared = []
+    real = ab.qmm._prepare
+
+    def counted(*args, **kwargs):
+        prepared.append(args)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(ab.qmm, "_prepare", counted)
+    call()
+    call()
+    assert prepared == []
