@@ -19,12 +19,13 @@ from tilecraft.ir.visitor import walk
 from .context import KernelState
 
 
-def wants_swizzle(buf, bits: int = 16) -> bool:
+def wants_swizzle(buf, bits: int = 16, rows: int = 8) -> bool:
     """A 2-D tile of `bits`-bit elements (its dtype's) with rows of at least 32 bytes in 16-byte
-    chunks, 8 rows at a time."""
+    chunks, `rows` rows at a time."""
     shape, per_chunk = buf.static_shape, 128 // bits
     return (buf.dtype.bits == bits and buf.dtype.is_standard and len(shape) == 2
-            and shape[1] % per_chunk == 0 and shape[1] * bits // 8 >= 32 and shape[0] % 8 == 0)
+            and shape[1] % per_chunk == 0 and shape[1] * bits // 8 >= 32
+            and shape[0] % rows == 0)
 
 
 def choose_swizzles(state: KernelState) -> None:
@@ -41,10 +42,8 @@ def _one_row(buf) -> bool:
     """A staged 2-D tile of one row of 8- or 16-bit elements, at least 32 bytes in 16-byte
     chunks (the quantized matmul's k step of scales or zero codes): swizzled, a TMA box of one
     row fills it with the step's other tiles."""
-    shape = buf.static_shape
-    return (buf.dtype.bits in (8, 16) and buf.dtype.is_standard and len(shape) == 2
-            and shape[0] == 1 and shape[1] * buf.dtype.bits % 128 == 0
-            and shape[1] * buf.dtype.bits // 8 >= 32)
+    return buf.dtype.bits in (8, 16) and wants_swizzle(buf, buf.dtype.bits, rows=1) \
+        and buf.static_shape[0] == 1
 
 
 def _tma_staged(state: KernelState) -> set:
