@@ -237,8 +237,10 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     10" and "Session 11") and the H200 (sessions 14 and 17). Decode (M <= 16): 4 warps of two
     16-row weight tiles each (128 channels a block; one tile, 64 channels, when that leaves SMs
     idle), tokens padded to 8 or 16, K split until the blocks number about 200 (400 with one
-    tile; more for the types with long casts: `_decode_traits`; split-K adds a reduction kernel,
-    or where N's tiles do not fill the SMs the tile's last block adds the slices: `last_block`),
+    tile; more for the types with long casts: `_decode_traits`; 4 slices for 1- and 2-bit
+    weights whose tiles fill the SMs; split-K adds a reduction kernel, or where N's tiles do
+    not fill the SMs, and for 1- and 2-bit weights at up to 8 tokens, the tile's last block
+    adds the slices: `last_block`),
     scales applied to each group's f32 products where groups are whole k steps, zeros that are
     not codes in the cast subtracted after it (as products on X's group sums for weights of up
     to 4 bits at up to 8 tokens, and 3 bits). Larger M: 8 warps of one 16-row tile each, 256
@@ -271,13 +273,20 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     enough = 200 if rows == 2 else 400
     while blocks * split < enough * (factor if split < 8 else 1) and _splits(K, BK, group, split):
         split *= 2
+    if bits <= 2 and N // 128 >= SMS:  # 1- and 2-bit weights whose tiles fill the SMs: 4
+        # slices (28672 and 57344 x 8192, M = 1 / 16, uint1: 34.8 -> 31.9 / 41.6 -> 39.7 us,
+        # 60.8 -> 55.7 / 76.1 -> 70.4; 2 slices at 28672 were slower, 36.0 / 44.2: session 27)
+        while split < 4 and _splits(K, BK, group, split):
+            split *= 2
     KS = K // split  # scales multiply each group's products when groups are whole k steps
     acc_scale = group % BK == 0 and (KS % group == 0 or group == K)
     # the slices added by the tile's last block (one launch) where N's tiles do not fill the
     # SMs, so K is split to fill them (8192 x 8192, M = 1: uint4 19.0 -> 17.0 us, 1024 x 8192
     # 10.0 -> 8.2); with N's tiles filling them (28672 x 8192, the 3- and 5-bit types' 4-8
     # slices) the blocks' ordered counts cost more than the second kernel (session 19)
-    last = split > 1 and N // 128 < SMS
+    # 1- and 2-bit weights at up to 8 tokens take the last block too (28672 x 8192, M = 1,
+    # 4 slices: uint1 33.1 -> 31.9 us, uint2 33.7 -> 31.9; at 16 tokens uint2 41.7 -> 44.6)
+    last = split > 1 and (N // 128 < SMS or (bits <= 2 and M <= 8))
     # zeros that are not codes in the cast (uint5, uint8, zeros that are not whole numbers): X's
     # group sums on a ones tile for weights of up to 4 bits at up to 8 tokens and for 3 bits
     # (split 8) at 16; else the subtraction after the cast (28672 x 8192, M = 1 / 16, us,
