@@ -289,3 +289,43 @@ def test_a_6_bit_float_weight_with_a_zero_point_subtracts_it():
     ref = x.double() @ qw.dequantize().double().T
     y = quant.matmul(x, qw)
     assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+def _zeros_one(qw):
+    """`qw` (uint1 as `quantize` makes it) stored the other way: the groups with a negative
+    scale as a positive one, flipped codes and zero 1 (the same weights)."""
+    from tilecraft.quant.quantized import QuantizedWeight
+
+    neg = qw.scales < 0
+    flips = neg.to(torch.uint8).repeat_interleave(qw.group_size, dim=1)
+    codes = qw.codes() ^ flips
+    return QuantizedWeight(qmm.pack_codes(codes, "uint1"), qw.scales.abs(),
+                           neg.to(qw.scales.dtype), "uint1", qw.group_size, qw.shape, 0.0,
+                           "asymmetric")
+
+
+def _signed_uint1(device):
+    w = weight(128, 256, seed=9).to(device)
+    w[:64] = -w[:64].abs()  # (groups below zero: negative scales)
+    return quant.quantize(w, "uint1", group_size=64)
+
+
+@pytest.mark.parametrize("M", [1, 5, 16])
+def test_uint1_zeros_of_0_skip_the_zeros_and_equal_zeros_of_1_bit_for_bit(M):
+    """`quantize` stores uint1 zeros of 1 as signs (zeros all 0), which the kernels skip
+    (`qmm.zeros_all_zero`); the same weights with zeros of 1 take the zeros' path, and both give
+    the same bits: (1 - q)(-s) sums to -(q - 1) s term by term."""
+    qw = _signed_uint1("cpu")
+    old = _zeros_one(qw)
+    assert torch.equal(old.dequantize(), qw.dequantize()) and bool(old.zeros.any())
+    assert qmm.zeros_all_zero(qw) and not qmm.zeros_all_zero(old)
+    x = torch.randn(M, 256, dtype=torch.float16)
+    assert torch.equal(_check(x, qw), _check(x, old))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M", [1, 16, 300])
+def test_uint1_zeros_of_0_and_of_1_give_the_same_bits_on_the_gpu(M):
+    qw = _signed_uint1("cuda")
+    x = torch.randn(M, 256, dtype=torch.float16, device="cuda")
+    assert torch.equal(_check(x, qw), _check(x, _zeros_one(qw)))

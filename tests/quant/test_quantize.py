@@ -150,7 +150,7 @@ def test_each_weight_gets_the_nearest_value_of_its_groups_grid(dtype, scheme):
     candidates = (_grid(dtype)[None, None, :] - _zeros(qw)[..., None]) * s[..., None]
     best = np.abs(candidates - w64[..., None]).min(-1)
     got = np.abs(qw.dequantize(torch.float64).numpy() - w64)
-    assert (got <= best + 1e-12 * s).all(), np.max(got - best)
+    assert (got <= best + 1e-12 * np.abs(s)).all(), np.max(got - best)  # (uint1: s < 0 too)
     assert qw.dequantize()[3, 5] == 0 and qw.dequantize()[10, 70] == 0  # zero is on the grid
 
 
@@ -160,7 +160,7 @@ def test_integer_weights_err_by_at_most_half_a_step(dtype, scheme):
     qw = quant.quantize(w, dtype, group_size=GROUP, scheme=scheme)
     s = np.repeat(qw.scales.double().numpy(), GROUP, axis=1)
     err = np.abs(qw.dequantize(torch.float64).numpy() - w.double().numpy())
-    assert (err <= s / 2 * (1 + 1e-9)).all(), np.max(err / s)
+    assert (err <= np.abs(s) / 2 * (1 + 1e-9)).all(), np.max(err / np.abs(s))  # (uint1: s < 0)
 
 
 @pytest.mark.parametrize("dtype, qmax", [("int4", 7), ("uint4", 7), ("int8", 127), ("uint8", 127),
@@ -183,9 +183,27 @@ def test_asymmetric_scale_and_zero_span_the_group_and_zero(dtype):
     wg = w.double().reshape(N, K // GROUP, GROUP)
     lo, hi = wg.amin(-1).clamp(max=0).numpy(), wg.amax(-1).clamp(min=0).numpy()
     s = _up((hi - lo) / (2**dt.bits - 1))
+    z = np.clip(np.round(dt.min - lo / s), dt.min, dt.max)
+    if dtype == "uint1":  # a zero of 1 is stored as a sign (the next test)
+        s, z = np.where(z == 1, -s, s), np.zeros_like(z)
     np.testing.assert_array_equal(qw.scales.double().numpy(), s)
-    np.testing.assert_array_equal(qw.zeros.double().numpy(),
-                                  np.clip(np.round(dt.min - lo / s), dt.min, dt.max))
+    np.testing.assert_array_equal(qw.zeros.double().numpy(), z)
+
+
+def test_uint1_groups_below_zero_are_stored_with_a_negative_scale_and_zero_0():
+    """An asymmetric uint1 group with levels -s and 0 (zero 1) is the levels 0 and -s (zero 0,
+    codes flipped): the same weights, and every zero 0, which the kernels skip."""
+    w = weight(N, K, seed=4)
+    w[0, :GROUP] = -w[0, :GROUP].abs()  # a group below zero: zero 1 before the sign
+    w[1, :GROUP] = w[1, :GROUP].abs()  # one above: zero 0, a positive scale
+    qw = quant.quantize(w, "uint1", group_size=GROUP)
+    assert not qw.zeros.any() and qw.scales[0, 0] < 0 < qw.scales[1, 0]
+    s = qw.scales.double().abs().repeat_interleave(GROUP, dim=1)
+    codes = qw.codes().double()
+    zero_one = torch.where(qw.scales.repeat_interleave(GROUP, dim=1) < 0, 1.0, 0.0)
+    flipped = torch.where(zero_one == 1, 1 - codes, codes)  # the codes with zero 1 kept
+    assert torch.equal(qw.dequantize(torch.float64), (flipped - zero_one) * s)
+    assert (qw.dequantize()[0, :GROUP] <= 0).all()
 
 
 @pytest.mark.parametrize("dtype", FLOATS[:3])

@@ -344,6 +344,17 @@ def zero_codes(qweight: Any) -> Any:
     return _checked(qweight, "zero codes", qweight.zeros, codes)
 
 
+def zeros_all_zero(qweight: Any) -> bool:
+    """Whether `qweight` has zeros and every one is 0 (asymmetric floats and uint1 weights as
+    `quantize` makes them): a call then runs the kernel of a weight without zeros, which skips
+    their loads and subtractions (uint1 at 28672 x 8192, M = 1 / 16, H200: 31.5 -> 27.4 /
+    40.3 -> 37.0 us; benchmarks/NOTES.md, session 27). Checked once per weight."""
+    if qweight.zeros is None:
+        return False
+    return _checked(qweight, "zeros all zero", qweight.zeros,
+                    lambda z: not bool(z.any().item()))
+
+
 def codes_in_cast(dtype: Any, M: int, xtype: str) -> bool:
     """Whether a call with M tokens of `xtype` takes an asymmetric `dtype` weight's zeros as
     codes the fast cast subtracts (where `zero_codes` finds them whole). 8-bit zero codes at
@@ -520,13 +531,13 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
 
     M, K = x.shape
     N = qweight.shape[0]
-    has_zeros = qweight.zeros is not None
+    has_zeros = qweight.zeros is not None and not zeros_all_zero(qweight)
     xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
     fused = has_zeros and codes_in_cast(qweight.dtype, M, xtype)
     codes = zero_codes(qweight) if fused else None
     fold = M > 16 and fold_scales(qweight, xtype)
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
-           0 if has_zeros else qweight.zero_point, has_zeros, has_bias, codes is not None, fold,
+           0 if qweight.zeros is not None else qweight.zero_point, has_zeros, has_bias, codes is not None, fold,
            tuple(sorted(config.items())) if config else None, switches, current_target())
     kernel, reducer, split, by_group = _PLANS.get(key) or _plan(key, config)
 

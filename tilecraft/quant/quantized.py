@@ -262,7 +262,10 @@ def quantize(weight: Any, dtype: Any, group_size: int | None = 128, scheme: str 
     """A float (N, K) weight (nn.Linear's layout; torch, CPU or CUDA) quantized to `dtype` (any
     type of 1 to 8 bits) per group of `group_size` columns (None: per output channel), with
     scheme "symmetric" or "asymmetric" (None: asymmetric for uint types, else symmetric).
-    N and K must be multiples of 64, `group_size` a multiple of 64 dividing K."""
+    N and K must be multiples of 64, `group_size` a multiple of 64 dividing K.
+    An asymmetric uint1 group whose levels are -s and 0 (zero 1) is stored as the levels 0 and
+    -s (zero 0, its codes flipped and its scale negated: the same weights), so that every zero
+    of a uint1 weight is 0 and the kernels skip them."""
     import torch
 
     from tilecraft.quant.qmm import pack_codes
@@ -300,6 +303,11 @@ def quantize(weight: Any, dtype: Any, group_size: int | None = 128, scheme: str 
     import tilecraft
 
     codes = tilecraft.quantize_to(v.reshape(N, K), dt)
+    if asym_int and dt.bits == 1:  # a zero of 1 is a sign: (q - 1) s = (1 - q) (-s), exactly
+        ones = zeros == 1
+        codes = codes ^ ones.repeat_interleave(group, dim=1).to(codes.dtype)
+        scales = torch.where(ones, -scales, scales)
+        zeros = torch.zeros_like(zeros)  # (the kernels skip zeros that are all 0: qmm._prepare)
     packed = pack_codes(codes, dt)
     return QuantizedWeight(packed=packed, scales=scales, zeros=zeros, dtype=dt.name,
                            group_size=group, shape=shape, zero_point=zero_point_of(dt, scheme),
