@@ -291,41 +291,61 @@ def test_a_6_bit_float_weight_with_a_zero_point_subtracts_it():
     assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2
 
 
-def _zeros_one(qw):
-    """`qw` (uint1 as `quantize` makes it) stored the other way: the groups with a negative
-    scale as a positive one, flipped codes and zero 1 (the same weights)."""
+def _zeros_unsigned(qw):
+    """`qw` (uint1 / uint2 as `quantize` makes it) stored the other way: each group with a
+    negative scale as a positive one, flipped codes m - q and zero m - z (the same weights)."""
     from tilecraft.quant.quantized import QuantizedWeight
 
+    m = (1 << qw.bits) - 1
     neg = qw.scales < 0
-    flips = neg.to(torch.uint8).repeat_interleave(qw.group_size, dim=1)
-    codes = qw.codes() ^ flips
-    return QuantizedWeight(qmm.pack_codes(codes, "uint1"), qw.scales.abs(),
-                           neg.to(qw.scales.dtype), "uint1", qw.group_size, qw.shape, 0.0,
-                           "asymmetric")
+    flips = neg.to(torch.uint8).repeat_interleave(qw.group_size, dim=1) * m
+    zeros = torch.where(neg, m - qw.zeros, qw.zeros)
+    return QuantizedWeight(qmm.pack_codes(qw.codes() ^ flips, qw.dtype), qw.scales.abs(),
+                           zeros, qw.dtype, qw.group_size, qw.shape, 0.0, "asymmetric")
 
 
-def _signed_uint1(device):
+def _normal():
+    """Normal weights (every group of both signs: uint2's zeros all 1 once stored as signs)."""
+    return torch.randn(128, 256, generator=torch.Generator().manual_seed(9)) * 0.02
+
+
+def _signed(dtype, device):
     w = weight(128, 256, seed=9).to(device)
     w[:64] = -w[:64].abs()  # (groups below zero: negative scales)
-    return quant.quantize(w, "uint1", group_size=64)
+    w[64:80] += 0.5 * w[64:80].abs().amax()  # (mostly above zero: uint2's zero 0)
+    return quant.quantize(w, dtype, group_size=64)
 
 
+@pytest.mark.parametrize("dtype", ["uint1", "uint2"])
 @pytest.mark.parametrize("M", [1, 5, 16])
-def test_uint1_zeros_of_0_skip_the_zeros_and_equal_zeros_of_1_bit_for_bit(M):
-    """`quantize` stores uint1 zeros of 1 as signs (zeros all 0), which the kernels skip
-    (`qmm.zeros_all_zero`); the same weights with zeros of 1 take the zeros' path, and both give
-    the same bits: (1 - q)(-s) sums to -(q - 1) s term by term."""
-    qw = _signed_uint1("cpu")
-    old = _zeros_one(qw)
-    assert torch.equal(old.dequantize(), qw.dequantize()) and bool(old.zeros.any())
-    assert qmm.zeros_all_zero(qw) and not qmm.zeros_all_zero(old)
+def test_zeros_stored_as_signs_give_the_bits_of_the_unsigned_zeros(dtype, M):
+    """`quantize` stores uint1 / uint2 zeros in the upper half as signs; zeros common to every
+    group are a constant the cast subtracts (`qmm.uniform_zero`: uint1's 0, here uint2's 1),
+    else they take the zeros' path; the same weights stored with positive scales take the zeros'
+    path, and all give the same bits: (m - q) - (m - z) = -(q - z), term by term."""
+    qw = _signed(dtype, "cpu")
+    old = _zeros_unsigned(qw)
+    assert torch.equal(old.dequantize(), qw.dequantize()) and bool((qw.scales < 0).any())
+    assert qmm.uniform_zero(old) is None
     x = torch.randn(M, 256, dtype=torch.float16)
     assert torch.equal(_check(x, qw), _check(x, old))
+    if dtype == "uint1":
+        assert qmm.uniform_zero(qw) == 0
+    else:  # (the groups mostly above zero have zero 0: a second kernel with zeros of 1 only)
+        assert qmm.uniform_zero(qw) is None and set(qw.zeros.unique().tolist()) == {0, 1}
+        ones = quant.quantize(_normal(), dtype, group_size=64)
+        assert qmm.uniform_zero(ones) == 1 and (ones.scales < 0).any()
+        assert torch.equal(_check(x, ones), _check(x, _zeros_unsigned(ones)))
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["uint1", "uint2"])
 @pytest.mark.parametrize("M", [1, 16, 300])
-def test_uint1_zeros_of_0_and_of_1_give_the_same_bits_on_the_gpu(M):
-    qw = _signed_uint1("cuda")
-    x = torch.randn(M, 256, dtype=torch.float16, device="cuda")
-    assert torch.equal(_check(x, qw), _check(x, _zeros_one(qw)))
+def test_zeros_stored_as_signs_give_the_same_bits_on_the_gpu(dtype, M):
+    """(At prefill uint2's zeros of 3 join the scale rounded, z s, on the zeros' path: there
+    the two forms agree to the reference's tolerance, not bit for bit.)"""
+    for qw in (_signed(dtype, "cuda"),
+               quant.quantize(_normal().cuda(), dtype, group_size=64)):
+        x = torch.randn(M, 256, dtype=torch.float16, device="cuda")
+        a, b = _check(x, qw), _check(x, _zeros_unsigned(qw))
+        assert torch.equal(a, b) or (M > 16 and dtype == "uint2")

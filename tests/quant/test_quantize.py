@@ -175,7 +175,7 @@ def test_symmetric_scale_is_the_absmax_over_the_largest_value_rounded_up(dtype, 
     assert qw.zero_point == (2.0 ** (qw.bits - 1) if dtype.startswith("uint") else 0.0)
 
 
-@pytest.mark.parametrize("dtype", ["uint4", "uint1", "uint8", "int4", "int8"])
+@pytest.mark.parametrize("dtype", ["uint4", "uint1", "uint2", "uint8", "int4", "int8"])
 def test_asymmetric_scale_and_zero_span_the_group_and_zero(dtype):
     w = weight(N, K, seed=4)
     qw = quant.quantize(w, dtype, group_size=GROUP, scheme="asymmetric")
@@ -186,6 +186,8 @@ def test_asymmetric_scale_and_zero_span_the_group_and_zero(dtype):
     z = np.clip(np.round(dt.min - lo / s), dt.min, dt.max)
     if dtype == "uint1":  # a zero of 1 is stored as a sign (the next test)
         s, z = np.where(z == 1, -s, s), np.zeros_like(z)
+    if dtype == "uint2":  # zeros of 2 and 3 likewise: 1 and 0, the scale negated
+        s, z = np.where(z > 1.5, -s, s), np.where(z > 1.5, 3 - z, z)
     np.testing.assert_array_equal(qw.scales.double().numpy(), s)
     np.testing.assert_array_equal(qw.zeros.double().numpy(), z)
 

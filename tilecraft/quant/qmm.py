@@ -344,15 +344,22 @@ def zero_codes(qweight: Any) -> Any:
     return _checked(qweight, "zero codes", qweight.zeros, codes)
 
 
-def zeros_all_zero(qweight: Any) -> bool:
-    """Whether `qweight` has zeros and every one is 0 (asymmetric floats and uint1 weights as
-    `quantize` makes them): a call then runs the kernel of a weight without zeros, which skips
-    their loads and subtractions (uint1 at 28672 x 8192, M = 1 / 16, H200: 31.5 -> 27.4 /
-    40.3 -> 37.0 us; benchmarks/NOTES.md, session 27). Checked once per weight."""
+def uniform_zero(qweight: Any) -> float | None:
+    """The zero every group of `qweight` has, where they all have the same (asymmetric floats:
+    0; uint1 as `quantize` stores it: 0; uint2: 1, unless a group's weights all share a sign),
+    else None. A call then runs the kernel of a weight without zeros and that constant zero,
+    which the cast subtracts for free: no zeros to load, no subtrahends built from them (uint1
+    at 28672 x 8192, M = 1 / 16, H200: 31.3 -> 27.5 / 40.0 -> 36.4 us; benchmarks/NOTES.md,
+    session 27). Checked once per weight (one device sync; again when the zeros change in
+    place)."""
     if qweight.zeros is None:
-        return False
-    return _checked(qweight, "zeros all zero", qweight.zeros,
-                    lambda z: not bool(z.any().item()))
+        return None
+
+    def common(z: Any) -> float | None:
+        v = z.reshape(-1)[0]
+        return float(v.item()) if bool((z == v).all().item()) else None
+
+    return _checked(qweight, "uniform zero", qweight.zeros, common)
 
 
 def codes_in_cast(dtype: Any, M: int, xtype: str) -> bool:
@@ -531,13 +538,15 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
 
     M, K = x.shape
     N = qweight.shape[0]
-    has_zeros = qweight.zeros is not None and not zeros_all_zero(qweight)
+    uniform = uniform_zero(qweight)  # (a zero common to every group: a constant)
+    has_zeros = qweight.zeros is not None and uniform is None
     xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
     fused = has_zeros and codes_in_cast(qweight.dtype, M, xtype)
     codes = zero_codes(qweight) if fused else None
     fold = M > 16 and fold_scales(qweight, xtype)
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
-           0 if qweight.zeros is not None else qweight.zero_point, has_zeros, has_bias, codes is not None, fold,
+           uniform if uniform is not None else 0 if has_zeros else qweight.zero_point,
+           has_zeros, has_bias, codes is not None, fold,
            tuple(sorted(config.items())) if config else None, switches, current_target())
     kernel, reducer, split, by_group = _PLANS.get(key) or _plan(key, config)
 

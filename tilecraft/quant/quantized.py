@@ -263,9 +263,10 @@ def quantize(weight: Any, dtype: Any, group_size: int | None = 128, scheme: str 
     type of 1 to 8 bits) per group of `group_size` columns (None: per output channel), with
     scheme "symmetric" or "asymmetric" (None: asymmetric for uint types, else symmetric).
     N and K must be multiples of 64, `group_size` a multiple of 64 dividing K.
-    An asymmetric uint1 group whose levels are -s and 0 (zero 1) is stored as the levels 0 and
-    -s (zero 0, its codes flipped and its scale negated: the same weights), so that every zero
-    of a uint1 weight is 0 and the kernels skip them."""
+    An asymmetric uint1 or uint2 group whose zero lies in the upper half of the codes (z >
+    m / 2, m = 2^bits - 1) is stored with its codes flipped (m - q), its zero m - z and its
+    scale negated: the same weights, and zeros that are all 0 (uint1) or mostly all 1 (uint2),
+    which the kernels then subtract as a constant (`qmm.uniform_zero`)."""
     import torch
 
     from tilecraft.quant.qmm import pack_codes
@@ -303,11 +304,15 @@ def quantize(weight: Any, dtype: Any, group_size: int | None = 128, scheme: str 
     import tilecraft
 
     codes = tilecraft.quantize_to(v.reshape(N, K), dt)
-    if asym_int and dt.bits == 1:  # a zero of 1 is a sign: (q - 1) s = (1 - q) (-s), exactly
-        ones = zeros == 1
-        codes = codes ^ ones.repeat_interleave(group, dim=1).to(codes.dtype)
-        scales = torch.where(ones, -scales, scales)
-        zeros = torch.zeros_like(zeros)  # (the kernels skip zeros that are all 0: qmm._prepare)
+    if asym_int and dt.kind == "uint" and dt.bits <= 2:  # zeros in the upper half as signs:
+        # (q - z) s = ((m - q) - (m - z)) (-s), m = 2^bits - 1, exactly: uint1's zeros all 0,
+        # uint2's 0 or 1 (mostly 1): a zero common to every group is a constant the kernels
+        # subtract in the cast for free (qmm.uniform_zero)
+        m = (1 << dt.bits) - 1
+        up = zeros > m / 2
+        codes = codes ^ (up.repeat_interleave(group, dim=1).to(codes.dtype) * m)
+        scales = torch.where(up, -scales, scales)
+        zeros = torch.where(up, m - zeros, zeros)
     packed = pack_codes(codes, dt)
     return QuantizedWeight(packed=packed, scales=scales, zeros=zeros, dtype=dt.name,
                            group_size=group, shape=shape, zero_point=zero_point_of(dt, scheme),
