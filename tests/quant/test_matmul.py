@@ -305,7 +305,7 @@ def _zeros_unsigned(qw):
 
 
 def _normal():
-    """Normal weights (every group of both signs: uint2's zeros all 1 once stored as signs)."""
+    """Normal weights (no group lopsided: uint2's zeros all 1 once stored as signs)."""
     return torch.randn(128, 256, generator=torch.Generator().manual_seed(9)) * 0.02
 
 

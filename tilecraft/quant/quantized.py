@@ -265,7 +265,8 @@ def quantize(weight: Any, dtype: Any, group_size: int | None = 128, scheme: str 
     N and K must be multiples of 64, `group_size` a multiple of 64 dividing K.
     An asymmetric uint1 or uint2 group whose zero lies in the upper half of the codes (z >
     m / 2, m = 2^bits - 1) is stored with its codes flipped (m - q), its zero m - z and its
-    scale negated: the same weights, and zeros that are all 0 (uint1) or mostly all 1 (uint2),
+    scale negated: the same weights, and zeros that are all 0 (uint1) or 0 or 1 (uint2: all 1
+    where no group's range [lo, hi] has one side under a fifth of the other),
     which the kernels then subtract as a constant (`qmm.uniform_zero`)."""
     import torch
 
