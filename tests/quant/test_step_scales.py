@@ -47,6 +47,8 @@ def test_the_plan_takes_them_where_zeros_made_the_prologue_long():
     assert not _plan_takes("int4", 1, 28672, zeros=False)  # (symmetric: 0.7-1.7 us slower)
     assert not _plan_takes("uint1", 1, 28672, zeros=True)  # (cp.async: 2-4 us slower)
     assert not _plan_takes("uint4", 1, 8192, zeros=True)  # (split K: a short prologue)
+    assert _plan_takes("uint4", 16, 57344, zeros=True)  # (57344: 83.6 -> 76.9 us at M = 16,
+    assert not _plan_takes("uint4", 8, 57344, zeros=True)  # 1.6-2.1 us slower at M <= 8)
     assert not _plan_takes("uint4", 1, 28672, zeros=True, target=A100_SXM)  # (no TMA)
     off = switches_from_env({"TILECRAFT_TMA": "0"})
     assert not _plan_takes("uint4", 1, 28672, zeros=True, switches=off)  # (TMA switched off)

@@ -397,11 +397,13 @@ def _plan(key: tuple, config: dict | None) -> tuple:
         cfg["zero_codes"] = True
     tma_on = cfg.get("tma") and key[-1].has_tma and switch_on(key[13], "tma")
     if has_zeros and bits in (4, 5) and cfg.get("acc_scale") and tma_on and cfg["split"] == 1 \
-            and cfg["BK"] == group and "step_scales" not in (config or {}):
+            and cfg["BK"] == group and "step_scales" not in (config or {}) \
+            and (M > 8 or N // 128 < 2 * SMS):
         # (the zeros made the slice's up-front prologue 24-32 KB a block; at 28672 x 8192, M =
         # 1 / 16, three runs: uint4 0.3-0.9 / 1.6-1.8 us faster, uint5 0.1-2.7 / 0.1-1.1; uint3,
         # uint6, uint8 within +-1 us; symmetric types 0.7-1.7 slower, uint1 / uint2 (cp.async)
-        # 2-4: session 26)
+        # 2-4: session 26. At 57344 x 8192, uint4, M = 1 / 8 / 16: 66.7 -> 68.8 / 67.6 -> 69.2
+        # / 83.6 -> 76.9 us, uint5 within 0.1: not at up to 8 tokens there, session 27)
         cfg["step_scales"] = True
     if M <= 16 and "stages" not in (config or {}):  # the grid in one wave (quant/waves.py)
         from tilecraft.quant.waves import one_wave_stages
