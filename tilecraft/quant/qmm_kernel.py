@@ -193,21 +193,18 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                     if zeros_on_products:
                         T.gemm(ones, X_s[:, j * 64:(j + 1) * 64], xsum, transpose_B=True,
                                policy=T.GemmWarpPolicy.FullRow)
-                    elif has_zeros and zero_codes:  # (whole codes: `& mask` proves the range)
-                        if zf is None or group < BK:  # (once a k step when it is one group)
+                    elif has_zeros and (zero_codes or not zero_fma):
+                        # codes: once a k step when it is one group (whole codes: `& mask`
+                        # proves the range); values: each 64 columns
+                        if not zero_codes or zf is None or group < BK:
                             if step_scales:  # (a row of BN, each thread's rows as s_layout)
-                                zc = T.view(T.load_shared(Z_s, layout=s_row, offset=[0, 0],
+                                zf = T.view(T.load_shared(Z_s, layout=s_row, offset=[0, 0],
                                                           dims=[1]), layout=s_layout)
                             else:
-                                zc = T.load_shared(Z_s, layout=s_layout, offset=[0, g])
-                            zf = T.cast(zc & ((1 << bits) - 1), xtype)
+                                zf = T.load_shared(Z_s, layout=s_layout, offset=[0, g])
+                            if zero_codes:
+                                zf = T.cast(zf & ((1 << bits) - 1), xtype)
                         w = w - zf
-                    elif has_zeros and not zero_fma:
-                        if step_scales:
-                            w = w - T.view(T.load_shared(Z_s, layout=s_row, offset=[0, 0],
-                                                         dims=[1]), layout=s_layout)
-                        else:
-                            w = w - T.load_shared(Z_s, layout=s_layout, offset=[0, g])
                     elif zero != 0 and (fplanes or not planes) and not fused_zero:  # (else: cast)
                         w = w - zero
                     if acc_scale:
