@@ -316,9 +316,10 @@ def _signed(dtype, device):
     return quant.quantize(w, dtype, group_size=64)
 
 
+@pytest.mark.parametrize("act", ACTS, ids=["f16", "bf16"])
 @pytest.mark.parametrize("dtype", ["uint1", "uint2"])
 @pytest.mark.parametrize("M", [1, 5, 16])
-def test_zeros_stored_as_signs_give_the_bits_of_the_unsigned_zeros(dtype, M):
+def test_zeros_stored_as_signs_give_the_bits_of_the_unsigned_zeros(dtype, M, act):
     """`quantize` stores uint1 / uint2 zeros in the upper half as signs; zeros common to every
     group are a constant the cast subtracts (`qmm.uniform_zero`: uint1's 0, here uint2's 1),
     else they take the zeros' path; the same weights stored with positive scales take the zeros'
@@ -327,7 +328,7 @@ def test_zeros_stored_as_signs_give_the_bits_of_the_unsigned_zeros(dtype, M):
     old = _zeros_unsigned(qw)
     assert torch.equal(old.dequantize(), qw.dequantize()) and bool((qw.scales < 0).any())
     assert qmm.uniform_zero(old) is None
-    x = torch.randn(M, 256, dtype=torch.float16)
+    x = torch.randn(M, 256, dtype=act)
     assert torch.equal(_check(x, qw), _check(x, old))
     if dtype == "uint1":
         assert qmm.uniform_zero(qw) == 0
@@ -339,13 +340,14 @@ def test_zeros_stored_as_signs_give_the_bits_of_the_unsigned_zeros(dtype, M):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("act", ACTS, ids=["f16", "bf16"])
 @pytest.mark.parametrize("dtype", ["uint1", "uint2"])
 @pytest.mark.parametrize("M", [1, 16, 300])
-def test_zeros_stored_as_signs_give_the_same_bits_on_the_gpu(dtype, M):
+def test_zeros_stored_as_signs_give_the_same_bits_on_the_gpu(dtype, M, act):
     """(At prefill uint2's zeros of 3 join the scale rounded, z s, on the zeros' path: there
     the two forms agree to the reference's tolerance, not bit for bit.)"""
     for qw in (_signed(dtype, "cuda"),
                quant.quantize(_normal().cuda(), dtype, group_size=64)):
-        x = torch.randn(M, 256, dtype=torch.float16, device="cuda")
+        x = torch.randn(M, 256, dtype=act, device="cuda")
         a, b = _check(x, qw), _check(x, _zeros_unsigned(qw))
         assert torch.equal(a, b) or (M > 16 and dtype == "uint2")
