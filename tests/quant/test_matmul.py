@@ -351,3 +351,15 @@ def test_zeros_stored_as_signs_give_the_same_bits_on_the_gpu(dtype, M, act):
         x = torch.randn(M, 256, dtype=act, device="cuda")
         a, b = _check(x, qw), _check(x, _zeros_unsigned(qw))
         assert torch.equal(a, b) or (M > 16 and dtype == "uint2")
+
+
+def test_asymmetric_floats_zeros_of_0_run_as_a_weight_without_zeros():
+    """Asymmetric floats have zeros all 0: the kernels take them as none (`uniform_zero`),
+    prefill's scales folded as for the symmetric weight (`fold_scales`), the same bits."""
+    w = weight(64, 128, seed=4)
+    sym = quant.quantize(w, "float4_e2m1", group_size=64, scheme="symmetric")
+    asym = quant.quantize(w, "float4_e2m1", group_size=64, scheme="asymmetric")
+    assert qmm.uniform_zero(asym) == 0 and qmm.fold_scales(asym, "float16")
+    for M in (3, 20):
+        x = torch.randn(M, 128, dtype=torch.float16)
+        assert torch.equal(_check(x, asym), _check(x, sym))

@@ -378,10 +378,12 @@ def codes_in_cast(dtype: Any, M: int, xtype: str) -> bool:
 def fold_scales(qweight: Any, xtype: str) -> bool:
     """Whether the prefill kernel may take float codes times 2^-h and the scales times 2^h
     (qmm_kernel's `fold_scales`, h = DataType.f16_headroom: the fast cast's multiply gone):
-    float weights without zeros to f16 whose every scale times 2^h is finite in f16 (then
-    exact: the products are the same numbers). Checked once per weight."""
+    float weights without zeros (or with zeros all 0: `uniform_zero`) to f16 whose every scale
+    times 2^h is finite in f16 (then exact: the products are the same numbers). Checked once
+    per weight."""
     h = resolve(qweight.dtype).f16_headroom if resolve(xtype).name == "float16" else 0
-    if not h or qweight.zeros is not None or qweight.zero_point != 0:
+    zeros = qweight.zeros is not None and uniform_zero(qweight) != 0
+    if not h or zeros or qweight.zero_point != 0:
         return False
     return _checked(qweight, "fold scales", qweight.scales,
                     lambda s: bool((s.float().abs().amax() * 2.0 ** h <= 65504).item()))
