@@ -339,18 +339,33 @@ def test_zeros_stored_as_signs_give_the_bits_of_the_unsigned_zeros(dtype, M, act
         assert torch.equal(_check(x, ones), _check(x, _zeros_unsigned(ones)))
 
 
+def _same_bits_or_zero_fma(a, b, dtype, M, act):
+    """a and b bit for bit, except where the zeros' path rounds z s to f16 (prefill to f16:
+    `zero_fma`, uint2's zeros of 3 only): there within 2e-3 of each other (3e-4 measured)."""
+    if dtype == "uint2" and M > 16 and act == torch.float16:
+        assert ((a.double() - b.double()).norm() / b.double().norm()).item() < 2e-3
+    else:
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("act", ACTS, ids=["f16", "bf16"])
+@pytest.mark.parametrize("dtype", ["uint1", "uint2"])
+def test_zeros_stored_as_signs_at_prefill_match_the_unsigned_zeros(dtype, act):
+    qw = _signed(dtype, "cpu")
+    x = torch.randn(20, 256, dtype=act)
+    _same_bits_or_zero_fma(_check(x, qw), _check(x, _zeros_unsigned(qw)), dtype, 20, act)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("act", ACTS, ids=["f16", "bf16"])
 @pytest.mark.parametrize("dtype", ["uint1", "uint2"])
 @pytest.mark.parametrize("M", [1, 16, 300])
 def test_zeros_stored_as_signs_give_the_same_bits_on_the_gpu(dtype, M, act):
-    """(At prefill uint2's zeros of 3 join the scale rounded, z s, on the zeros' path: there
-    the two forms agree to the reference's tolerance, not bit for bit.)"""
     for qw in (_signed(dtype, "cuda"),
                quant.quantize(_normal().cuda(), dtype, group_size=64)):
         x = torch.randn(M, 256, dtype=act, device="cuda")
         a, b = _check(x, qw), _check(x, _zeros_unsigned(qw))
-        assert torch.equal(a, b) or (M > 16 and dtype == "uint2")
+        _same_bits_or_zero_fma(a, b, dtype, M, act)
 
 
 def test_asymmetric_floats_zeros_of_0_run_as_a_weight_without_zeros():

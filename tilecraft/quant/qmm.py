@@ -345,14 +345,13 @@ def zero_codes(qweight: Any) -> Any:
 
 
 def uniform_zero(qweight: Any) -> float | None:
-    """The zero every group of `qweight` has, where they all have the same (asymmetric floats:
-    0; uint1 as `quantize` stores it: 0; uint2: 1, unless one side of a group's range [lo, hi]
-    is under a fifth of the other),
-    else None. A call then runs the kernel of a weight without zeros and that constant zero,
-    which the cast subtracts for free: no zeros to load, no subtrahends built from them (uint1
-    at 28672 x 8192, M = 1 / 16, H200: 31.3 -> 27.5 / 40.0 -> 36.4 us; benchmarks/NOTES.md,
-    session 27). Checked once per weight (one device sync; again when the zeros change in
-    place)."""
+    """The zero every group of `qweight` has, where they all have the same, else None
+    (asymmetric floats: 0; uint1 as `quantize` stores it: 0; uint2: 1, unless one side of a
+    group's range [lo, hi] is under a fifth of the other). A call then runs the kernel of a
+    weight without zeros and that constant zero, which the cast subtracts for free: no zeros
+    to load, no subtrahends built from them (uint1 at 28672 x 8192, M = 1 / 16, H200: 31.3 ->
+    27.5 / 40.0 -> 36.4 us; benchmarks/NOTES.md, session 27). Checked once per weight (one
+    device sync; again when the zeros change in place)."""
     if qweight.zeros is None:
         return None
 
