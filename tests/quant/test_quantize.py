@@ -236,13 +236,17 @@ def test_symmetric_uint_codes_are_centred_on_the_zero_point():
     assert (int(codes[0, 0]), int(codes[0, GROUP - 1])) == (1, 15)  # -absmax, +absmax
 
 
-def test_an_all_zero_group_gets_scale_one_and_exact_zeros():
+def test_an_all_zero_group_gets_the_smallest_scale_and_exact_zeros():
     w = weight(N, K, seed=6)
     w[5, GROUP:] = 0.0
     for scheme in ("symmetric", "asymmetric"):
         qw = quant.quantize(w, "int4", group_size=GROUP, scheme=scheme)
-        assert qw.scales[5, 1] == 1.0
+        others = torch.ones_like(qw.scales, dtype=torch.bool)
+        others[5, 1:] = False
+        assert qw.scales[5, 1:].eq(qw.scales[others].abs().min()).all()
         assert qw.dequantize()[5, GROUP:].eq(0).all()
+    qw = quant.quantize(torch.zeros(N, K), "int4", group_size=GROUP)  # every group zero: 1
+    assert qw.scales.eq(1).all() and qw.dequantize().eq(0).all()
 
 
 def test_a_scale_below_float16_is_the_smallest_subnormal_not_zero():

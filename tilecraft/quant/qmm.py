@@ -388,15 +388,60 @@ def fold_scales(qweight: Any, xtype: str) -> bool:
                     lambda s: bool((s.float().abs().amax() * 2.0 ** h <= 65504).item()))
 
 
+def scale_shift(qweight: Any, xtype: str) -> int:
+    """The power of two e the kernel's scales are multiplied by (its sums then by 2^-e, both
+    exact): 0 unless bfloat16 scales meet float16 activations and some nonzero scale lies
+    outside f16's normal range [2^-14, 65504], which f16 would round (a subnormal keeps fewer
+    bits: float8_e5m2's scales, absmax / 57344, mostly are) or overflow. Then the largest e
+    whose dequantized weights (q - z) s 2^e stay finite in f16 (the prefill kernel makes them);
+    refused (TC321) when the smallest nonzero scale is still a subnormal there. Checked once
+    per weight."""
+    if xtype != "float16" or str(qweight.scales.dtype) != "torch.bfloat16":
+        return 0
+
+    import math
+
+    def shift(s: Any) -> int | None:
+        a = s.double().abs()
+        nonzero = a[a > 0]
+        if nonzero.numel() == 0:
+            return 0
+        lo, hi = float(nonzero.min()), float(nonzero.max())
+        if lo >= 2.0 ** -14 and hi <= 65504:
+            return 0
+        z = qweight.zeros.double().abs().max().item() if qweight.zeros is not None else 0.0
+        dt = resolve(qweight.dtype)
+        span = max(abs(float(dt.max)), abs(float(dt.min))) + z + abs(qweight.zero_point)
+        e = math.floor(math.log2(65504 / (hi * span)))
+        if lo * 2.0 ** e < 2.0 ** -14:
+            return None
+        return e
+
+    z = qweight.zeros  # (the shift depends on them too: their version joins the key)
+    what = ("scale shift", None if z is None else (z._version, z.data_ptr()))
+    e = _checked(qweight, what, qweight.scales, shift)
+    if e is None:
+        from tilecraft.quant.quantized import refuse
+
+        raise refuse(
+            "quant.matmul", "the weight's bfloat16 scales span more than float16 activations "
+            "can take exactly (the smallest nonzero one would be a float16 subnormal)",
+            "pass bfloat16 activations, or quantize with scale_dtype=\"float16\"")
+    return e
+
+
 def _plan(key: tuple, config: dict | None) -> tuple:
     from tilecraft.options import switch_on
     from tilecraft.quant.qmm_kernel import qmm_kernel, qmm_reduce
 
-    M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias, codes, fold = key[:12]
+    M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias, codes, fold, shift = \
+        key[:13]
     cfg = dict(choose_config(M, N, K, bits, group, wtype), **(config or {}))
+    if shift:
+        cfg["scale_shift"] = shift
     if codes:
         cfg["zero_codes"] = True
-    tma_on = cfg.get("tma") and key[-1].has_tma and switch_on(key[13], "tma")
+    tma_on = cfg.get("tma") and key[-1].has_tma and switch_on(key[14], "tma")
     if has_zeros and bits in (4, 5) and cfg.get("acc_scale") and tma_on and cfg["split"] == 1 \
             and cfg["BK"] == group and "step_scales" not in (config or {}) \
             and (M > 8 or N // 128 < 2 * SMS):
@@ -547,17 +592,19 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
     xtype = "bfloat16" if x.dtype == torch.bfloat16 else "float16"
     fused = has_zeros and codes_in_cast(qweight.dtype, M, xtype)
     codes = zero_codes(qweight) if fused else None
-    fold = M > 16 and fold_scales(qweight, xtype)
+    shift = scale_shift(qweight, xtype)
+    fold = M > 16 and not shift and fold_scales(qweight, xtype)
     key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
            uniform if uniform is not None else 0 if has_zeros else qweight.zero_point,
-           has_zeros, has_bias, codes is not None, fold,
+           has_zeros, has_bias, codes is not None, fold, shift,
            tuple(sorted(config.items())) if config else None, switches, current_target())
     kernel, reducer, split, by_group = _PLANS.get(key) or _plan(key, config)
 
     def laid(t: Any) -> Any:  # ((N, G), or (G, N) for a kernel that takes a group a k step)
         return (t.t() if by_group else t).contiguous()
 
-    s = laid(qweight.scales.to(x.dtype))
+    s = qweight.scales if not shift else qweight.scales.float() * 2.0 ** shift
+    s = laid(s.to(x.dtype))
     z = laid(codes) if codes is not None else laid(qweight.zeros.to(x.dtype)) if has_zeros \
         else s
     return by_group, (kernel, reducer, split, qweight.packed.view(N // 16, -1), s, z,

@@ -31,7 +31,7 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                has_bias=False, BM=16, warps=4, rows=1, BK=64, stages=4, split=1,
                acc_scale=False, zero_products=True, unroll=0, tma=True, zero_codes=False,
                fold_scales=False, zero_fma=True, last_block=False, cluster=False,
-               step_scales=False):
+               step_scales=False, scale_shift=0):
     """Y = X @ dequant(W).T (+ B) for X (M, K) and the packed (N, K) weight (module docstring).
     Block (bn, bm, bs) computes rows bn*BN.. of Y^T = W X^T for tokens bm*BM.. over the K slice
     bs; with split > 1 it writes its f32 partial sums into P[bs] (`qmm_reduce` adds them).
@@ -66,7 +66,10 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     `cluster` (split > 1, at most 8 slices): a tile's slices form a thread-block cluster; each
     block leaves its partial sums in its shared memory and adds, in slice order (the same
     bits again), its 1/split of the tile's rows from every block's (T.remote): no P, no
-    counts, no second kernel."""
+    counts, no second kernel.
+    `scale_shift` e: S holds the scales times 2^e (bf16 scales that f16 would round or
+    overflow, moved into its normal range: qmm.scale_shift); the f32 sums are multiplied by
+    2^-e before they are written (both exact)."""
     bits = resolve(wtype).bits
     BN = 16 * warps * rows  # output channels (rows of W) per block: `rows` 16-row tiles a warp
     r = BK // 64
@@ -96,7 +99,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
     # partial sums (unused when split = 1 or the cluster adds them)
     p_shape = (split, M, N) if split > 1 and not cluster else (1, 1, 1)
     c_shape = (N // BN, -(-M // BM)) if split > 1 and last_block else (1, 1)  # arrivals a tile
-    per_group = group // BK if acc_scale else 0  # k steps per scale group
+    # k steps per scale group; one scale a channel (G = 1) split over K: the slice's steps,
+    # whose products then take the scale at the slice's end
+    per_group = min(group, KS) // BK if acc_scale else 0
     assert not acc_scale or (group % BK == 0 and (KS % group == 0 or G == 1)), \
         "acc_scale needs whole groups of whole k steps in every K slice"
     assert not zero_codes or (has_zeros and not planes), "zero codes: the zeros of one plane"
@@ -237,6 +242,9 @@ def qmm_kernel(M, N, K, wtype, xtype="float16", group=128, zero=0, has_zeros=Fal
                             for i, t in T.Parallel(BN, BM):
                                 acc[i, t] += part[i, t] * (2.0 ** fold) * S_s[i, gk]
                         T.clear(part)
+            if scale_shift:  # (S held the scales times 2^scale_shift)
+                for i, t in T.Parallel(BN, BM):
+                    acc[i, t] = acc[i, t] * (2.0 ** -scale_shift)
             if cluster:  # the slices' sums through the cluster's shared memory
                 mine = T.alloc_shared((BN, BM), "float32")
                 for i, t in T.Parallel(BN, BM):

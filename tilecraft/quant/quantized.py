@@ -16,10 +16,11 @@ asymmetric ints: s = (hi - lo) / (2**bits - 1) over [lo, hi] = [min(min, 0), max
 z = round(qmin - lo / s) clamped to [qmin, qmax] (the values of the type's codes); asymmetric
 floats: z = 0 and s as symmetric (a shifted float grid loses its fine steps near 0, and v - z
 is not exact in f16). s is rounded *up* to the scale dtype (no weight clips by more than s / 2),
-an all-zero group gets s = 1. Codes: `tilecraft.quantize_to(w / s + z, dtype)` (nearest value,
-ties to even, saturating), packed with `qmm.pack_codes(codes, dtype)` (`pack_weight` in
-`qmm.pack_layout(dtype)`, or bit planes for 5-bit integers and float6_e2m3, or codes in bytes
-for 3-, 6- and 7-bit integers (3 bits: in nibbles) and float6_e3m2).
+an all-zero group gets the weight's smallest nonzero s (1 if every group is zero).
+Codes: `tilecraft.quantize_to(w / s + z, dtype)` (nearest value, ties to even, saturating),
+packed with `qmm.pack_codes(codes, dtype)` (`pack_weight` in `qmm.pack_layout(dtype)`, or bit planes
+for 5-bit integers and float6_e2m3, or codes in bytes for 3-, 6- and 7-bit integers (3 bits: in
+nibbles) and float6_e3m2).
 
 Refusals are TC321 at the user's line (the first frame outside tilecraft and torch).
 """
@@ -321,11 +322,15 @@ def quantize(weight: Any, dtype: Any, group_size: int | None = 128, scheme: str 
 
 
 def _stored_scale(func: str, s: Any, sdt: Any) -> Any:
-    """`s` (float64) in the scale dtype, rounded up (never below s: no weight clips), 1 for an
-    all-zero group; refused when it overflows the scale dtype."""
+    """`s` (float64) in the scale dtype, rounded up (never below s: no weight clips); an
+    all-zero group (whose codes are its zero at any scale) takes the smallest nonzero scale of
+    the weight, or 1 when there is none, which keeps the scales' range as narrow as the weight's
+    (f16 activations take bf16 scales through one power of two: qmm.scale_shift); refused when
+    it overflows the scale dtype."""
     import torch
 
-    s = torch.where(s == 0, 1.0, s)
+    fill = s[s > 0].min() if bool((s > 0).any()) else 1.0
+    s = torch.where(s == 0, fill, s)
     stored = s.to(sdt)
     bumped = (stored.view(torch.int16) + 1).view(sdt)  # the next float up (positive, finite)
     stored = torch.where(stored.double() < s, bumped, stored)
