@@ -240,7 +240,7 @@ def test_prefill_folds_the_float_casts_power_of_two_into_scales_that_stay_finite
     assert qmm.fold_scales(qw, "float16") and not qmm.fold_scales(qw, "bfloat16")
     qmm._PLANS.clear()
     y = _check(torch.randn(40, 128, dtype=torch.float16), qw)
-    assert [k for k in qmm._PLANS if k[0] == 40][0][11]  # the plan took the fold
+    assert [k for k in qmm._PLANS if k.M == 40][0].fold  # the plan took the fold
     big = quant.quantize(weight(64, 128, seed=5) * 200, dtype, group_size=64)
     assert not qmm.fold_scales(big, "float16")  # (scales past 16: times 2^12 or 2^14, not finite)
     _check(torch.randn(40, 128, dtype=torch.float16), big)

@@ -33,8 +33,9 @@ def test_a_k_steps_own_scales_give_the_same_bits(wtype, M, xtype):
 
 def _plan_takes(wtype, M, N, zeros, target=H100_SXM, switches=()):
     bits = resolve(wtype).bits
-    key = (M, N, 8192, wtype, "float16", bits, 128, 0, zeros, False, False, False, 0, None,
-           switches, target)
+    key = qmm.PlanKey(M, N, 8192, wtype, "float16", bits, 128, zero=0, has_zeros=zeros,
+                      has_bias=False, codes=False, fold=False, shift=0, config=None,
+                      switches=switches, target=target)
     qmm._PLANS.pop(key, None)
     try:
         return qmm._plan(key, None)[3]
@@ -98,5 +99,6 @@ def test_calls_share_converted_scales_only_when_laid_out_alike(monkeypatch):
         ref = x.double() @ qw.dequantize().double().T
         y = qmm.quant_matmul(x, qw)
         assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2, M
-    taken = {k[0]: v[3] for k, v in qmm._PLANS.items() if k[1:3] == (N, K) and k[13] is None}
+    taken = {k.M: v[3] for k, v in qmm._PLANS.items()
+             if (k.N, k.K) == (N, K) and k.config is None}
     assert taken[1] and not taken[20]  # (both layouts were in play)

@@ -58,8 +58,9 @@ def test_fewer_stages_are_not_taken_where_the_kernels_registers_keep_a_block_off
                                                    (16, "uint4", True, True)])
 def test_the_plan_for_57344_channels_runs_its_grid_in_one_wave(M, wtype, zeros, codes):
     bits = resolve(wtype).bits
-    key = (M, 57344, K, wtype, "float16", bits, 128, 0, zeros, False, codes, False, 0, None,
-           (), H100_SXM)
+    key = qmm.PlanKey(M, 57344, K, wtype, "float16", bits, 128, zero=0, has_zeros=zeros,
+                      has_bias=False, codes=codes, fold=False, shift=0, config=None,
+                      switches=(), target=H100_SXM)
     qmm._PLANS.pop(key, None)
     kernel = qmm._plan(key, None)[0]
     launch = generate_cuda(kernel.func, "sm_90a").launch
@@ -98,8 +99,10 @@ def _planned(monkeypatch, config=None):
         seen.update(kwargs)
         return real(*args, **kwargs)
     monkeypatch.setattr(module, "qmm_kernel", record)
-    key = (1, 57344, K, "int4", "float16", 4, 128, 0, False, False, False, False, 0,
-           tuple(sorted(config.items())) if config else None, (), H100_SXM)
+    key = qmm.PlanKey(1, 57344, K, "int4", "float16", 4, 128, zero=0, has_zeros=False,
+                      has_bias=False, codes=False, fold=False, shift=0,
+                      config=tuple(sorted(config.items())) if config else None, switches=(),
+                      target=H100_SXM)
     qmm._PLANS.pop(key, None)
     qmm._plan(key, config)
     qmm._PLANS.pop(key, None)
@@ -137,5 +140,5 @@ def test_a_plan_is_kept_per_target(monkeypatch):
         monkeypatch.setenv("TILECRAFT_ARCH", arch)
         qmm._PLANS.clear()
         qmm.quant_matmul(x, qw, config={"stages": 2})  # (no _CALLS entry: the plan is made)
-        targets += [k[-1].arch for k in qmm._PLANS]
+        targets += [k.target.arch for k in qmm._PLANS]
     assert targets == ["sm_90a", "sm_80"]

@@ -31,7 +31,7 @@ The kernel itself is qmm_kernel.py.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from tilecraft.dtypes import resolve
 from tilecraft.layout import Fragment, local
@@ -299,8 +299,29 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
                 last_block=last, zero_products=products)
 
 
-#: (shapes, types, options, switches, target) -> (kernel, reducer or None, split, whether the
-#: kernel takes its scales and zeros transposed: qmm_kernel's `step_scales`)
+class PlanKey(NamedTuple):
+    """What a call's plan depends on (`_prepare` makes it; `_plan` plans for it)."""
+
+    M: int
+    N: int
+    K: int
+    wtype: str
+    xtype: str
+    bits: int
+    group: int
+    zero: float  # the constant zero (a uniform zero, else the zero point; 0 with zeros)
+    has_zeros: bool
+    has_bias: bool
+    codes: bool  # the zeros as codes in the cast (`zero_codes`)
+    fold: bool  # `fold_scales` at prefill
+    shift: int  # `scale_shift`
+    config: tuple | None  # the caller's overrides, sorted items
+    switches: tuple
+    target: Any
+
+
+#: PlanKey -> (kernel, reducer or None, split, whether the kernel takes its scales and zeros
+#: transposed: qmm_kernel's `step_scales`)
 _PLANS: dict = {}
 _CHECKS: Any = None  # QuantizedWeight -> {check: (stamp, result)} (`_checked`)
 _CALLS: Any = None  # QuantizedWeight -> {(M, x dtype, bias?, switches): prepared} (`quant_matmul`)
@@ -430,7 +451,7 @@ def scale_shift(qweight: Any, xtype: str) -> int:
     return e
 
 
-def _plan(key: tuple, config: dict | None) -> tuple:
+def _plan(key: PlanKey, config: dict | None) -> tuple:
     from tilecraft.options import switch_on
     from tilecraft.quant.qmm_kernel import qmm_kernel, qmm_reduce
 
@@ -441,7 +462,7 @@ def _plan(key: tuple, config: dict | None) -> tuple:
         cfg["scale_shift"] = shift
     if codes:
         cfg["zero_codes"] = True
-    tma_on = cfg.get("tma") and key[-1].has_tma and switch_on(key[14], "tma")
+    tma_on = cfg.get("tma") and key.target.has_tma and switch_on(key.switches, "tma")
     if has_zeros and bits in (4, 5) and cfg.get("acc_scale") and tma_on and cfg["split"] == 1 \
             and cfg["BK"] == group and "step_scales" not in (config or {}) \
             and (M > 8 or N // 128 < 2 * SMS):
@@ -470,7 +491,7 @@ def _plan(key: tuple, config: dict | None) -> tuple:
                 return 1 << 16
 
         cfg = with_stages(one_wave_stages(cfg, M, N, K, bits, group, xtype, has_zeros, codes,
-                                          key[-1], registers))
+                                          key.target, registers))
     if fold and not cfg.get("acc_scale"):  # (acc_scale folds 2^h into the f32 products)
         cfg.setdefault("fold_scales", True)  # (unless the caller's config says otherwise)
     kernel = qmm_kernel(M, N, K, wtype, xtype, group, zero, has_zeros, has_bias, **cfg)
@@ -594,10 +615,11 @@ def _prepare(x: Any, qweight: Any, has_bias: bool, config: dict | None, switches
     codes = zero_codes(qweight) if fused else None
     shift = scale_shift(qweight, xtype)
     fold = M > 16 and not shift and fold_scales(qweight, xtype)
-    key = (M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
-           uniform if uniform is not None else 0 if has_zeros else qweight.zero_point,
-           has_zeros, has_bias, codes is not None, fold, shift,
-           tuple(sorted(config.items())) if config else None, switches, current_target())
+    key = PlanKey(M, N, K, qweight.dtype, xtype, qweight.bits, qweight.group_size,
+                  uniform if uniform is not None else 0 if has_zeros else qweight.zero_point,
+                  has_zeros, has_bias, codes is not None, fold, shift,
+                  tuple(sorted(config.items())) if config else None, switches,
+                  current_target())
     kernel, reducer, split, by_group = _PLANS.get(key) or _plan(key, config)
 
     def laid(t: Any) -> Any:  # ((N, G), or (G, N) for a kernel that takes a group a k step)
