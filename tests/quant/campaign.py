@@ -5,14 +5,18 @@ hand as a checkpoint made elsewhere may hold them (a zero common to every group,
 fractional zeros; negated scales). The call's every element is checked against float64 from
 `QuantizedWeight.dequantize()`:
 
-    |y - ref| <= 4 eps (|x| @ (|W| + |Z|)^T + |bias|) + 2 eps |ref| + tiny
+    |y - ref| <= 8 (eps sqrt(x^2 @ (W^2 + Z^2)^T) + sub sqrt(sum x^2)) + 2 eps |ref| + tiny
 
-with eps the activation type's unit roundoff (2^-11 for f16, 2^-8 for bf16), tiny the step of
-its subnormals (2^-24, 2^-133: an output that small rounds to it) and Z the zeros'
-part of the weight (zero times scale, spread over its group): the kernels may round the
-dequantized weight, or q s and z s apart, to the activation type once, and round the output
-once; anything more (a wrong scale, zero, group or slice anywhere) exceeds the bound. A norm-
-wise relative error, as the unit tests check, could hide one wrong group among many.
+with eps the activation type's unit roundoff (2^-11 for f16, 2^-8 for bf16), Z the zeros'
+part of an asymmetric weight (zero times scale over its group; none for a zero point), sub
+half the step of f16's subnormals (2^-25; bf16: 2^-134) and tiny the step itself (an output
+that small rounds to it). The kernels may round each dequantized weight, or q s and z s apart,
+and each f32 sum, once: errors of at most eps |x w| each, of either sign and independent of
+one another, whose sum grows as the root of the sum of squares; 8 times that root leaves a
+correct kernel far inside (a worst case that adds every error with one sign would take
+sqrt(K) times more, and would hide a wrong group in a long row). A wrong scale, zero, group or
+slice, or a missing one, moves an output by its whole contribution (1.5 times one group's
+scale in one row: caught at K = 4096 in bf16, test_campaign.py).
 
 The shapes reach choose_config's thresholds (N's 128-channel tiles against the SMs and twice
 the SMs, splits, the last block, step_scales, prefill), so every plan the library picks for
@@ -132,13 +136,14 @@ def edited(case: Case, qw, gen: torch.Generator):
 
 
 def offsets(qw) -> torch.Tensor:
-    """|zero x scale| of each element's group, (N, K) float64: the part of the weight that the
-    kernels may round apart from q s."""
+    """|zero x scale| of each element's group, (N, K) float64, for a weight with zeros (the
+    part the kernels may round apart from q s); zeros for a zero point (subtracted from the
+    codes exactly, never rounded on its own)."""
     N, K = qw.shape
-    g = qw.group_size
-    s = qw.scales.double()
-    z = qw.zeros.double() if qw.zeros is not None else torch.full_like(s, qw.zero_point)
-    return (z * s).abs().repeat_interleave(g, dim=1).reshape(N, K)
+    if qw.zeros is None:
+        return torch.zeros(N, K, dtype=torch.float64, device=qw.scales.device)
+    z = (qw.zeros.double() * qw.scales.double()).abs()
+    return z.repeat_interleave(qw.group_size, dim=1).reshape(N, K)
 
 
 def run(case: Case, device: str) -> tuple[str, str]:
@@ -169,16 +174,18 @@ def check(y: torch.Tensor, x: torch.Tensor, qw, bias: torch.Tensor | None) -> tu
     D = qw.dequantize().double().to(x.device)
     x64 = x.double().reshape(-1, K)
     ref = x64 @ D.T
-    mag = x64.abs() @ (D.abs() + offsets(qw).to(x.device)).T
+    var = (x64 * x64) @ (D * D + offsets(qw).to(x.device) ** 2).T
     if bias is not None:
         ref = ref + bias.double()
-        mag = mag + bias.double().abs()
+        var = var + bias.double() ** 2
     if y.dtype != x.dtype or tuple(y.shape) != (*x.shape[:-1], N):
         return "mismatch", f"y is {y.dtype} {tuple(y.shape)}"
-    eps = 2.0 ** -11 if x.dtype == torch.float16 else 2.0 ** -8
+    f16 = x.dtype == torch.float16
+    eps, sub, tiny = (2.0 ** -11, 2.0 ** -25, 2.0 ** -24) if f16 else \
+        (2.0 ** -8, 2.0 ** -134, 2.0 ** -133)
     y64 = y.double().reshape(-1, N)
-    tiny = 2.0 ** -24 if x.dtype == torch.float16 else 2.0 ** -133  # (a subnormal output's step)
-    bound = 4 * eps * mag + 2 * eps * ref.abs() + tiny
+    spread = eps * var.sqrt() + sub * (x64 * x64).sum(1, keepdim=True).sqrt()
+    bound = 8 * spread + 2 * eps * ref.abs() + tiny
     over = (y64 - ref).abs() / bound
     over = torch.where(torch.isfinite(y64), over, torch.full_like(over, float("inf")))
     worst = over.max().item()

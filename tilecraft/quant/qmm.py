@@ -328,15 +328,17 @@ _CALLS: Any = None  # QuantizedWeight -> {(M, x dtype, bias?, switches): prepare
 CALLS_PER_WEIGHT = 16  # prepared calls kept per weight
 
 
-def _checked(qweight: Any, what: str, tensor: Any, check) -> Any:
+def _checked(qweight: Any, what: str, tensor: Any, check, also: Any = None) -> Any:
     """`check(tensor)` for this weight, cached (one device sync per weight) until `tensor`
-    changes in place (its version and address are the stamp)."""
+    changes in place (its version and address are the stamp), or until `also` (another tensor
+    the check reads, or None) does."""
     import weakref
 
     global _CHECKS
     if _CHECKS is None:
         _CHECKS = weakref.WeakKeyDictionary()
-    stamp = (what, tensor._version, tensor.data_ptr())
+    stamp = (what, tensor._version, tensor.data_ptr(),
+             None if also is None else (also._version, also.data_ptr()))
     seen = _CHECKS.setdefault(qweight, {})
     hit = seen.get(what)
     if hit is not None and hit[0] == stamp:
@@ -414,40 +416,44 @@ def scale_shift(qweight: Any, xtype: str) -> int:
     exact): 0 unless bfloat16 scales meet float16 activations and some nonzero scale lies
     outside f16's normal range [2^-14, 65504], which f16 would round (a subnormal keeps fewer
     bits: float8_e5m2's scales, absmax / 57344, mostly are) or overflow. Then the largest e
-    whose dequantized weights (q - z) s 2^e stay finite in f16 (the prefill kernel makes them);
-    refused (TC321) when the smallest nonzero scale is still a subnormal there. Checked once
-    per weight."""
+    whose dequantized weights (q - z) s 2^e stay finite in f16 (the prefill kernel makes them).
+    Refused (TC321) where the smallest nonzero scale is still an f16 subnormal there, or a
+    scale is not finite. Checked once per weight (again when its scales or zeros change)."""
     if xtype != "float16" or str(qweight.scales.dtype) != "torch.bfloat16":
         return 0
 
     import math
 
-    def shift(s: Any) -> int | None:
+    def shift(s: Any) -> int | str:
         a = s.double().abs()
+        if not bool(a.isfinite().all()):
+            return "a scale is not finite"
         nonzero = a[a > 0]
         if nonzero.numel() == 0:
             return 0
         lo, hi = float(nonzero.min()), float(nonzero.max())
         if lo >= 2.0 ** -14 and hi <= 65504:
             return 0
-        z = qweight.zeros.double().abs().max().item() if qweight.zeros is not None else 0.0
-        dt = resolve(qweight.dtype)
-        span = max(abs(float(dt.max)), abs(float(dt.min))) + z + abs(qweight.zero_point)
-        e = math.floor(math.log2(65504 / (hi * span)))
+        z = qweight.zeros
+        zlo, zhi = ((float(z.double().min()), float(z.double().max())) if z is not None
+                    else (qweight.zero_point, qweight.zero_point))
+        dt = resolve(qweight.dtype)  # (the largest |q - z| over the codes and the zeros)
+        span = max(abs(float(v) - w) for v in (dt.min, dt.max) for w in (zlo, zhi))
+        e = math.floor(math.log2(65504 / (hi * max(span, 1.0))))
         if lo * 2.0 ** e < 2.0 ** -14:
-            return None
+            return (f"its scales span {lo:.3g} to {hi:.3g}: no power of two puts the smallest "
+                    f"in float16's normal range and keeps the largest weights finite")
         return e
 
-    z = qweight.zeros  # (the shift depends on them too: their version joins the key)
-    what = ("scale shift", None if z is None else (z._version, z.data_ptr()))
-    e = _checked(qweight, what, qweight.scales, shift)
-    if e is None:
+    e = _checked(qweight, "scale shift", qweight.scales, shift, also=qweight.zeros)
+    if isinstance(e, str):
         from tilecraft.quant.quantized import refuse
 
         raise refuse(
-            "quant.matmul", "the weight's bfloat16 scales span more than float16 activations "
-            "can take exactly (the smallest nonzero one would be a float16 subnormal)",
-            "pass bfloat16 activations, or quantize with scale_dtype=\"float16\"")
+            "quant.matmul", f"the weight's bfloat16 scales cannot meet float16 activations "
+            f"exactly: {e}", "pass bfloat16 activations, or quantize with "
+            "scale_dtype=\"float16\" (an older quantize gave all-zero groups scale 1: "
+            "quantizing again narrows the scales)")
     return e
 
 
@@ -458,6 +464,7 @@ def _plan(key: PlanKey, config: dict | None) -> tuple:
     M, N, K, wtype, xtype, bits, group, zero, has_zeros, has_bias, codes, fold, shift = \
         key[:13]
     cfg = dict(choose_config(M, N, K, bits, group, wtype), **(config or {}))
+    cfg.pop("scale_shift", None)  # (the weight's, never a caller's: S is converted to match)
     if shift:
         cfg["scale_shift"] = shift
     if codes:
