@@ -87,7 +87,23 @@ def warm(made, a, b, c) -> None:
         os.environ.pop("TILECRAFT_NATIVE_LAUNCH")
 
 
+def hits(made, a, b, c) -> None:
+    """Whether each compiled-launcher kernel's C call takes its arguments (a miss runs the
+    Python path after the C checks: the call then costs both)."""
+    from tilecraft.runtime.fast_call import MISS
+
+    for name, (native, _) in made.items():
+        args = (a, b) if name == "out_idx" else (a, b, c)
+        launcher = getattr(native._fast, "_native", None) if native._fast else None
+        if launcher is None:
+            print(f"{name}: no compiled launcher")
+            continue
+        out = launcher.attempt(args, None)
+        print(f"{name}: the compiled launcher {'MISSES' if out is MISS else 'hits'}")
+
+
 def measure(made, a, b, c, sync=lambda: None) -> None:
+    hits(made, a, b, c)
     for name, (native, python) in made.items():
         args = (a, b) if name == "out_idx" else (a, b, c)
         per_call(f"{name}, compiled launcher", lambda: native(*args), sync, repeats=5)
