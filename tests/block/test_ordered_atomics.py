@@ -1,9 +1,10 @@
 """`return_prev` and `memory_order` on a block-level scalar atomic (docs/language.md, "Atomics"):
-thread 0's atomic between fences, barriers around it, its old value in a shared element every
-thread reads. The split-sum pattern (each block writes its part, counts itself, the last one
-adds all parts and resets the count) runs on the interpreter, on the VM bit for bit as on the
-interpreter, compiles for sm_90a and sm_80, and on a GPU gives the interpreter's bits, call
-after call. Forms it does not take are TC113/TC112 at the user's line."""
+thread 0's atomic (one `atom.<sem>.gpu` where PTX has it, else between fences), barriers
+around it, its old value in a shared element every thread reads. The split-sum pattern (each
+block writes its part, counts itself, the last one adds all parts and resets the count) runs
+on the interpreter, on the VM bit for bit as on the interpreter, compiles for sm_90a and
+sm_80, and on a GPU gives the interpreter's bits, call after call. Forms it does not take are
+TC113/TC112 at the user's line."""
 
 from __future__ import annotations
 
@@ -164,27 +165,40 @@ def _source(func, arch="sm_90a") -> str:
     return print_cuda(lowered_program(lower(func, H100_SXM)), arch).source
 
 
-@pytest.mark.parametrize("order, before, after", [("acq_rel", True, True), ("release", True, False),
-                                                  ("acquire", False, True),
-                                                  ("seq_cst", True, True)])
-def test_an_ordered_atomic_is_thread_0s_between_fences_and_barriers(order, before, after):
+@pytest.mark.parametrize("order", ["acq_rel", "release", "acquire"])
+def test_an_ordered_int_atomic_on_global_memory_is_one_atom_with_its_order(order):
     src = _source(split_sum(256, 4, order=order).func)
     i = src.index(f"if (tid == 0) {{  // T.atomic_add, memory_order {order}")
     block = src[i:src.index("}", i)]
-    assert re.search(r"C_prev_\[0\] = tc::atomic_add\(&C_\[bn_\], 1\);", block)
-    assert block.count("__threadfence();") == before + after
-    assert ("tc::fence_proxy_async_global();" in block) == after  # (TMA loads, thread 0's)
-    assert (block.index("__threadfence") < block.index("tc::atomic_add")) == before
+    assert re.search(rf"C_prev_\[0\] = tc::atomic_add_{order}\(&C_\[bn_\], 1\);", block)
+    assert "__threadfence" not in block  # (the atom's own order)
+    assert ("tc::fence_proxy_async_global();" in block) == (order != "release")
     assert src[:i].rstrip().endswith("__syncthreads();")  # every thread's part is written
     assert src[i:].split("}", 1)[1].split("const int arrived_", 1)[0].count("__syncthreads") == 1
     assert "int* C_" in src and "__restrict__ C_" not in src
 
 
+def test_a_seq_cst_atomic_is_thread_0s_between_fences_and_barriers():
+    src = _source(split_sum(256, 4, order="seq_cst").func)
+    i = src.index("if (tid == 0) {  // T.atomic_add, memory_order seq_cst")
+    block = src[i:src.index("}", i)]
+    assert re.search(r"__threadfence\(\);\s*C_prev_\[0\] = tc::atomic_add\(&C_\[bn_\], 1\);"
+                     r"\s*__threadfence\(\);\s*tc::fence_proxy_async_global\(\);", block)
+    assert src[:i].rstrip().endswith("__syncthreads();")
+
+
 def test_relaxed_return_prev_has_no_fences():
     src = _source(previous_values().func)
-    assert "__threadfence" in src  # (the one release atomic)
-    assert src.count("__threadfence();") == 1
+    assert "__threadfence" not in src  # (its one release atomic is an int add: an atom)
+    assert "tc::atomic_add_release(&D_[2]" in src
     assert re.search(r"S_prev_\[0\] = tc::atomic_add\(&S_\[0\], 10\);", src)
+
+
+def test_an_ordered_atomic_ptx_has_no_order_for_keeps_the_fences():
+    src = _source(narrow_constants().func)  # (a float16 add with release: a CAS loop)
+    i = src.index("if (tid == 0) {  // T.atomic_add, memory_order release")
+    block = src[i:src.index("}", i)]
+    assert block.count("__threadfence();") == 1 and "tc::atomic_add(&H_[0]" in block
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
@@ -195,6 +209,21 @@ def test_ordered_atomics_compile(arch):
     for func in (split_sum(1024, 8).func, previous_values().func, narrow_constants().func):
         printed = print_cuda(lowered_program(lower(func, H100_SXM)), arch)
         assert compile_cuda(printed.source, arch, name=printed.name).resources.spill_stores == 0
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_every_ordered_atom_compiles(arch):
+    """Each (kind, type) the printer sends to an `atom.<sem>.gpu` has its function, for each
+    order (NVRTC checks an inline asm only where it is used)."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from tilecraft.codegen.block_cuda.atomics import ORDERED
+    from tilecraft.runtime import compile_cuda
+
+    body = [f"  {{ {t} v = ({t})1; v = tc::atomic_{k}_{o}(({t}*)p, v); *({t}*)q += v; }}"
+            for k, t in sorted(ORDERED) for o in ("acquire", "release", "acq_rel")]
+    src = "\n".join(['#include "tilecraft/common.cuh"', '#include "tilecraft/atomic.cuh"',
+                     'extern "C" __global__ void k(void* p, void* q) {', *body, "}"])
+    compile_cuda(src, arch, name="k", use_cache=False)
 
 
 # ---- refused forms ---------------------------------------------------------------------------

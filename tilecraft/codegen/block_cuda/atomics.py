@@ -13,7 +13,10 @@ computes as the interpreter does (float sums of narrow floats in float, rounded 
 wrap; max/min propagate NaN). The value converts to dst's dtype first, as on the interpreter.
 Shared elements are addressed through the tensor's layout, global ones row-major. A global
 tensor that thread 0 alone updates is printed without `__restrict__` (`written_by_one`): other
-threads' loads of it must not be kept in registers across barriers.
+threads' loads of it must not be kept in registers across barriers. A block-level atomic with a
+memory order is thread 0's between barriers: one `atom.<sem>.gpu` on global memory where PTX has
+the operation and type (`tc::atomic_add_acq_rel`), else the relaxed one between
+`__threadfence()`s (seq_cst, shared memory, narrow types).
 
     T.atomic_add(C[j], A[bx, j])     ->  if ((tid / 64) == 0) tc::atomic_add(&C_[j_],
                                                tc::cast<float>(A_[((bx_ * 64) + j_)]));
@@ -30,6 +33,12 @@ from tilecraft.ir.visitor import walk
 from ..cuda.cexpr import ctype
 from ..cuda.indexing import replica_index
 from .text import convert
+
+#: (kind, C type) of the atomics PTX's `atom` has with a memory order (.acquire, .release,
+#: .acq_rel) on global memory: include/tilecraft/atomic.cuh's `tc::atomic_<kind>_<order>`
+ORDERED = {("add", t) for t in ("int", "unsigned int", "unsigned long long", "float", "double")} \
+    | {(k, t) for k in ("max", "min")
+       for t in ("int", "unsigned int", "long long", "unsigned long long")}
 
 
 class AtomicPrinter:
@@ -61,13 +70,18 @@ class AtomicPrinter:
         self._atomic_call(s, ref, "tid == 0" if once else None)
 
     def _ordered(self, s: Atomic, ref: str) -> None:
-        """Thread 0's atomic between fences (lowering put barriers around it: the block's
-        accesses before it are thread 0's by causality), its old value into `prev`; after an
-        acquire also a global async-proxy fence, for the TMA loads thread 0 issues later."""
+        """Thread 0's ordered atomic (lowering put barriers around it: the block's accesses
+        before it are thread 0's by causality), its old value into `prev`: one `atom.<sem>.gpu`
+        where PTX has the operation on global memory (ORDERED), else the relaxed atomic between
+        fences (seq_cst always); after an acquire also a global async-proxy fence, for the TMA
+        loads thread 0 issues later."""
         buf = s.dst.buffer
         if buf.scope == "global":
             self.written_by_one.add(buf)
-        call = f"tc::atomic_{s.kind}(&{ref}, {self._value(s)})"
+        one = buf.scope == "global" and s.order in ("acquire", "release", "acq_rel") \
+            and (s.kind, ctype(buf.dtype)) in ORDERED
+        fn = f"atomic_{s.kind}_{s.order}" if one else f"atomic_{s.kind}"
+        call = f"tc::{fn}(&{ref}, {self._value(s)})"
         if s.prev is not None:
             t = self._shared_tensors().get(s.prev.buffer)
             if t is None:
@@ -75,11 +89,12 @@ class AtomicPrinter:
             starts = [self.p(i) for i in s.prev.starts]
             call = f"{self.tensor(t)}[{self.shared_offset(s, t, starts)}] = {call}"
         self.w(f"if (tid == 0) {{  // T.atomic_{s.kind}, memory_order {s.order}")
-        if s.order in ("release", "acq_rel", "seq_cst"):
+        if s.order in ("release", "acq_rel", "seq_cst") and not one:
             self.w("  __threadfence();")
         self.w(f"  {call};")
         if s.order in ("acquire", "acq_rel", "seq_cst"):  # (TMA loads are thread 0's too)
-            self.w("  __threadfence();")
+            if not one:
+                self.w("  __threadfence();")
             self.w("  tc::fence_proxy_async_global();")
         self.w("}")
 

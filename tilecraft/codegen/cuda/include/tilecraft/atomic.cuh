@@ -131,6 +131,39 @@ TC_DEVICE unsigned long long atomic_min(unsigned long long* addr, unsigned long 
   return atomicMin(addr, v);
 }
 
+// Ordered atomics at GPU scope on global memory (a block-level T.atomic_* with memory_order
+// acquire, release or acq_rel), one `atom.<sem>.gpu.global` each, for the operations and types
+// PTX's atom has (codegen/block_cuda/atomics.py ORDERED names them; the others keep fences
+// around the relaxed form). Thread 0 issues it after a barrier: a release is cumulative, so the
+// block's accesses before the barrier are ordered before it; after an acquire, the barrier that
+// follows orders the block's later accesses after it.
+#define TC_ATOM_ORDERED(OP, SEM, T, PTX_T, REG)                                      \
+  TC_DEVICE T atomic_##OP##_##SEM(T* addr, T v) {                                    \
+    T old;                                                                            \
+    asm volatile("atom." #SEM ".gpu.global." #OP "." PTX_T " %0, [%1], %2;\n"        \
+                 : "=" REG(old) : "l"(addr), REG(v) : "memory");                     \
+    return old;                                                                       \
+  }
+#define TC_ATOM_ORDERED_SEMS(OP, T, PTX_T, REG) \
+  TC_ATOM_ORDERED(OP, acquire, T, PTX_T, REG)   \
+  TC_ATOM_ORDERED(OP, release, T, PTX_T, REG)   \
+  TC_ATOM_ORDERED(OP, acq_rel, T, PTX_T, REG)
+TC_ATOM_ORDERED_SEMS(add, int, "s32", "r")
+TC_ATOM_ORDERED_SEMS(add, unsigned, "u32", "r")
+TC_ATOM_ORDERED_SEMS(add, unsigned long long, "u64", "l")
+TC_ATOM_ORDERED_SEMS(add, float, "f32", "f")
+TC_ATOM_ORDERED_SEMS(add, double, "f64", "d")
+TC_ATOM_ORDERED_SEMS(max, int, "s32", "r")
+TC_ATOM_ORDERED_SEMS(max, unsigned, "u32", "r")
+TC_ATOM_ORDERED_SEMS(max, long long, "s64", "l")
+TC_ATOM_ORDERED_SEMS(max, unsigned long long, "u64", "l")
+TC_ATOM_ORDERED_SEMS(min, int, "s32", "r")
+TC_ATOM_ORDERED_SEMS(min, unsigned, "u32", "r")
+TC_ATOM_ORDERED_SEMS(min, long long, "s64", "l")
+TC_ATOM_ORDERED_SEMS(min, unsigned long long, "u64", "l")
+#undef TC_ATOM_ORDERED_SEMS
+#undef TC_ATOM_ORDERED
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define TC_HAS_VECTOR_RED 1
 // Vector reductions to global memory (sm_90+): 2 or 4 floats in one instruction, no return.
