@@ -201,18 +201,20 @@ def test_the_zeros_go_where_they_measured_fastest():
 
 def test_narrow_weights_split_k_where_their_tiles_fill_the_sms():
     """1- and 2-bit weights at decode whose 128-row tiles fill the SMs take 4 K slices, added
-    by each tile's last block at up to 8 tokens and by the second kernel at 16 (measured
-    fastest at 28672 and 57344 x 8192: benchmarks/NOTES.md, session 27); 4-bit weights there
-    keep one slice, and N that leaves SMs idle keeps its split."""
+    by each tile's last block (measured fastest at 28672 and 57344 x 8192: benchmarks/NOTES.md,
+    sessions 27 and 29); 3-bit weights' 8 slices are added by the last block at up to 8 tokens
+    and by the second kernel at 16; 4-bit weights there keep one slice, and N that leaves SMs
+    idle keeps its split."""
     def plan(M, N, dtype):
         c = qmm.choose_config(M, N, 8192, int(dtype[-1]), 128, dtype)
         return c["split"], c["last_block"]
 
     for dtype in ("uint1", "uint2", "int2"):
         assert plan(1, 28672, dtype) == (4, True) and plan(8, 57344, dtype) == (4, True)
-        assert plan(16, 28672, dtype) == (4, False) and plan(16, 57344, dtype) == (4, False)
+        assert plan(16, 28672, dtype) == (4, True) and plan(16, 57344, dtype) == (4, True)
         assert plan(1, 8192, dtype) == (4, True)
     assert plan(1, 28672, "uint4") == (1, False) and plan(16, 28672, "uint3") == (8, False)
+    assert plan(1, 28672, "uint3") == (8, True) and plan(8, 57344, "uint5") == (2, False)
 
 
 @pytest.mark.gpu

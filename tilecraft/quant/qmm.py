@@ -238,9 +238,9 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     16-row weight tiles each (128 channels a block; one tile, 64 channels, when that leaves SMs
     idle), tokens padded to 8 or 16, K split until the blocks number about 200 (400 with one
     tile; more for the types with long casts: `_decode_traits`; 4 slices for 1- and 2-bit
-    weights whose tiles fill the SMs; split-K adds a reduction kernel, or where N's tiles do
-    not fill the SMs, and for 1- and 2-bit weights at up to 8 tokens, the tile's last block
-    adds the slices: `last_block`),
+    weights whose tiles fill the SMs; the tile's last block adds the slices (`last_block`)
+    where N's tiles do not fill the SMs, for 1- and 2-bit weights, and for 3-bit weights at
+    up to 8 tokens; otherwise a reduction kernel does),
     scales applied to each group's f32 products where groups are whole k steps, zeros that are
     not codes in the cast subtracted after it (as products on X's group sums for weights of up
     to 4 bits at up to 8 tokens, and 3 bits). Larger M: 8 warps of one 16-row tile each, 256
@@ -284,9 +284,13 @@ def choose_config(M: int, N: int, K: int, bits: int, group: int, wtype: Any = No
     # SMs, so K is split to fill them (8192 x 8192, M = 1: uint4 19.0 -> 17.0 us, 1024 x 8192
     # 10.0 -> 8.2); with N's tiles filling them (28672 x 8192, the 3- and 5-bit types' 4-8
     # slices) the blocks' ordered counts cost more than the second kernel (session 19)
-    # 1- and 2-bit weights at up to 8 tokens take the last block too (28672 x 8192, M = 1,
-    # 4 slices: uint1 33.1 -> 31.9 us, uint2 33.7 -> 31.9; at 16 tokens uint2 41.7 -> 44.6)
-    last = split > 1 and (N // 128 < SMS or (bits <= 2 and M <= 8))
+    # Since the count is one atom.acq_rel (session 29), 1- and 2-bit weights take the last
+    # block at every M (28672 x 8192, M = 16, us, second kernel -> last block: uint1 37.4 ->
+    # 35.2, uint2 39.3 -> 38.1, int2 39.2 -> 38.2; 57344: 65.0 -> 61.7, 69.5 -> 68.4, 68.8 ->
+    # 67.8), 3-bit weights at up to 8 tokens (M = 1: uint3 37.8 -> 36.6, 57344 63.5 -> 62.5;
+    # M = 8 40.2 both); not uint3 at 16 tokens (45.4 -> 47.6) nor uint5 (M = 1 53.1 -> 52.8,
+    # M = 8 54.8 -> 56.5)
+    last = split > 1 and (N // 128 < SMS or bits <= 2 or (bits == 3 and M <= 8))
     # zeros that are not codes in the cast (uint5, uint8, zeros that are not whole numbers): X's
     # group sums on a ones tile for weights of up to 4 bits at up to 8 tokens and for 3 bits
     # (split 8) at 16; else the subtraction after the cast (28672 x 8192, M = 1 / 16, us,
