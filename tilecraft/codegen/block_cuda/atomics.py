@@ -36,8 +36,8 @@ from .text import convert
 
 #: (kind, C type) of the atomics PTX's `atom` has with a memory order (.acquire, .release,
 #: .acq_rel) on global memory: include/tilecraft/atomic.cuh's `tc::atomic_<kind>_<order>`
-ORDERED = {("add", t) for t in ("int", "unsigned int", "unsigned long long", "float", "double")} \
-    | {(k, t) for k in ("max", "min")
+ORDERED = {("add", "float"), ("add", "double")} \
+    | {(k, t) for k in ("add", "max", "min")
        for t in ("int", "unsigned int", "long long", "unsigned long long")}
 
 

@@ -161,6 +161,15 @@ TC_ATOM_ORDERED_SEMS(min, int, "s32", "r")
 TC_ATOM_ORDERED_SEMS(min, unsigned, "u32", "r")
 TC_ATOM_ORDERED_SEMS(min, long long, "s64", "l")
 TC_ATOM_ORDERED_SEMS(min, unsigned long long, "u64", "l")
+#define TC_ATOM_ADD_S64(SEM)                                                          \
+  TC_DEVICE long long atomic_add_##SEM(long long* addr, long long v) {               \
+    return static_cast<long long>(atomic_add_##SEM(                                  \
+        reinterpret_cast<unsigned long long*>(addr), static_cast<unsigned long long>(v))); \
+  }
+TC_ATOM_ADD_S64(acquire)  // (PTX has no atom.add.s64: two's complement, the u64 add's bits)
+TC_ATOM_ADD_S64(release)
+TC_ATOM_ADD_S64(acq_rel)
+#undef TC_ATOM_ADD_S64
 #undef TC_ATOM_ORDERED_SEMS
 #undef TC_ATOM_ORDERED
 
