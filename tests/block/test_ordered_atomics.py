@@ -226,6 +226,59 @@ def test_every_ordered_atom_compiles(arch):
     compile_cuda(src, arch, name="k", use_cache=False)
 
 
+@tilecraft.jit
+def counted(kind, dtype, order, G=96):
+    """G blocks each apply one ordered atomic to A[0] (value 1 for add, bx + 1 for max, -bx for
+    min) and keep the old value in R[bx]."""
+
+    @T.prim_func
+    def k(A: T.Tensor((1,), dtype), R: T.Tensor((G,), dtype)):
+        with T.Kernel(G, threads=32) as bx:
+            v = 1 if kind == "add" else bx + 1 if kind == "max" else -bx
+            if dtype.startswith("uint") and kind == "min":
+                v = G - bx
+            R[bx] = getattr(T, f"atomic_{kind}")(A[0], v, memory_order=order, return_prev=True)
+
+    return k
+
+
+ORDERED_CASES = [(k, d) for k in ("add", "max", "min")
+                 for d in ("int32", "uint32", "int64", "uint64")] \
+    + [("add", "float32"), ("add", "float64")]
+
+
+@pytest.mark.parametrize("kind, dtype", ORDERED_CASES)
+def test_each_ordered_case_prints_its_atom(kind, dtype):
+    for order in ("acquire", "release", "acq_rel"):
+        src = _source(counted(kind, dtype, order).func)
+        assert f"tc::atomic_{kind}_{order}(&A_[0]" in src and "__threadfence" not in src
+
+
+def _counted_check(kind, dtype, order, run):
+    """A[0]'s final value is the interpreter's; the old values are one per arrival."""
+    G = 96
+    a0 = {"add": 10, "max": 0, "min": G + 5}[kind]
+    want = [np.array([a0], dtype), np.zeros(G, dtype)]
+    interp.run(counted(kind, dtype, order, G).func, want)
+    got = run([np.array([a0], dtype), np.zeros(G, dtype)])
+    np.testing.assert_array_equal(got[0], want[0])
+    if kind == "add":  # (every arrival sees the count before it: a permutation)
+        assert sorted(got[1].tolist()) == [a0 + i for i in range(G)]
+
+
+@pytest.mark.parametrize("kind, dtype", ORDERED_CASES)
+def test_each_ordered_case_counts_on_the_vm_as_on_the_interpreter(kind, dtype):
+    from tilecraft.block.vm import run
+
+    func = counted(kind, dtype, "acq_rel").func
+
+    def on_vm(args):
+        run(lowered_program(lower(func, H100_SXM)), args)
+        return args
+
+    _counted_check(kind, dtype, "acq_rel", on_vm)
+
+
 # ---- refused forms ---------------------------------------------------------------------------
 def test_return_prev_inside_parallel_is_tc113_at_its_line():
     def factory():
@@ -349,3 +402,21 @@ def test_the_hidden_element_does_not_take_a_parameters_name():
     c, p = np.array([5, 0, 0, 0], np.int32), np.zeros(1, np.int32)
     interp.run(k, [c, p])
     assert c[0] == 6 and p[0] == 5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["acquire", "release", "acq_rel"])
+@pytest.mark.parametrize("kind, dtype", ORDERED_CASES)
+def test_each_ordered_atom_on_the_gpu_counts_as_the_interpreter(kind, dtype, order):
+    import torch
+
+    kernel = tilecraft.compile(counted(kind, dtype, order).func, target="cuda")
+
+    def run(args):
+        dev = [torch.from_numpy(a).cuda() for a in args]
+        kernel(*dev)
+        torch.cuda.synchronize()
+        return [d.cpu().numpy() for d in dev]
+
+    _counted_check(kind, dtype, order, run)
+
