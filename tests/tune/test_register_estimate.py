@@ -5,9 +5,11 @@ Measured on every configuration of the GEMM and attention spaces (benchmarks/NOT
 12): ptxas ~ 0.83 x estimate + 9 on the GEMM, 1.26 x estimate - 23 on the attention, within
 about 40 registers; every GEMM configuration that spills is estimated past the model's limit."""
 
+import os
 import sys
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -29,7 +31,9 @@ def _estimated(func) -> int:
 
 
 def _ptxas(func):
-    with warnings.catch_warnings():
+    """ptxas's report of the kernel in one role (a warp-specialized kernel reports its launch
+    bound's registers, 168 for 384 threads, not what its consumers use)."""
+    with warnings.catch_warnings(), mock.patch.dict(os.environ, {"TILECRAFT_WS": "0"}):
         warnings.simplefilter("ignore")  # the spill warning: what the test looks at
         return tilecraft.compile(func, arch="sm_90a").resources
 

@@ -84,7 +84,7 @@ from tilecraft.block import (
     View,
 )
 from tilecraft.block.select_tma import select_tma
-from tilecraft.ir import Buffer, Const, For, If, LetStmt, SeqStmt, Stmt, Var, While
+from tilecraft.ir import Buffer, BufferLoad, Const, For, If, LetStmt, SeqStmt, Stmt, Var, While
 from tilecraft.ir.expr import const_int
 from tilecraft.ir.rewrite import substitute
 from tilecraft.ir.simplify import simplify
@@ -111,6 +111,7 @@ class _Config:
     threads: int  # of the block
     smem_per_sm: int  # the target's shared memory per SM (bytes)
     always: bool  # split wherever the form allows (warp_specialize="always")
+    apart: int  # the block's shared memory with no tile sharing bytes (`_bytes_apart`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,11 +128,12 @@ def pipeline_copies(state: KernelState) -> None:
     staged: dict[SharedTensor, SharedTensor] = {}  # tile -> its stages
     opts, hopper = state.options, state.target.has_wgmma
     lone = hopper and opts.wgmma and opts.wgmma_pipeline
-    roles = lone and opts.tma and opts.warp_specialize and can_split(program.body,
-                                                                    program.num_threads)
+    apart = _bytes_apart(program.body)
+    roles = lone and opts.tma and opts.warp_specialize and can_split(
+        program.body, program.num_threads) and apart <= state.target.max_shared_memory_per_block
     cfg = _Config(lone, hopper and opts.tma, program.num_threads // 32, roles,
                   warp_specialize.DEQUANTIZE, program.num_threads,
-                  state.target.shared_memory_per_sm, opts.warp_specialize == "always")
+                  state.target.shared_memory_per_sm, opts.warp_specialize == "always", apart)
     body = _rewrite(program.body, program.body, staged, cfg)
     if staged:
         body = hoist(_reallocate(body, staged), program.num_threads)
@@ -256,13 +258,21 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
             buf = Buffer.create(f"{tile.name}_stages", (S, *tile.shape), tile.dtype, "shared",
                                 tile.buffer.span)
             staged[tile] = SharedTensor.of(buf, stacked(tile.layout, S))
+    nbytes = sum(p.copy.dst.layout.size * p.copy.dst.dtype.bits // 8 for p in producers)
+    # the copies (and the dot's A) go to a producer warpgroup (warp_specialize.py); a loop
+    # without the lone dot splits too, its consumers releasing each stage after its body
+    mode = None
+    if cfg.roles and tma and not _reads_memory(
+            [loop.start, loop.extent, *(e for p in producers for e in p.copy.offset)]):
+        mode = split_mode(dot, S, cfg.dequantize, cfg.threads, nbytes * S, cfg.smem_per_sm,
+                          cfg.always, cfg.apart)
+    roles = mode == "copies"
     bars = empty = None
     if tma:
         first = producers[0].copy.dst
         bars = SharedTensor.create(f"{first.name}_full", "uint64", (S,), span=span)
-        if dot is not None:
+        if dot is not None or roles:
             empty = SharedTensor.create(f"{first.name}_empty", "uint64", (S,), span=span)
-    nbytes = sum(p.copy.dst.layout.size * p.copy.dst.dtype.bits // 8 for p in producers)
 
     def issue(it, stage, tag: str) -> list[Stmt]:
         """The copies of iteration `start + it` into `stage` (a slice per tile)."""
@@ -289,12 +299,6 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         return [If(cond, SeqStmt.create(stmts), None, span)]
 
     commit = [] if tma else [CopyAsyncCommitGroup.create(span=span)]
-    # the copies (and the dot's A) go to a producer warpgroup (warp_specialize.py)
-    mode = None
-    if cfg.roles and empty is not None:
-        mode = split_mode(dot, S, cfg.dequantize, cfg.threads, nbytes * S, cfg.smem_per_sm,
-                          cfg.always)
-    roles = mode == "copies"
     prologue: list[Stmt] = []
     if bars is not None:
         prologue += [AllocateShared.create(bars, span=span),
@@ -338,6 +342,8 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
     after = [] if tma else [CopyAsyncWaitGroup.create(0, span=span)]
     if dot is None:
         body += rest
+        if roles:  # every read of stage k is done (its dots too): the producer may refill it
+            body.append(MbarrierArrive.create(empty, _simple(k % S), span=span))
     else:
         body += rest[:-1] + [dataclasses.replace(dot, asynchronous=True),
                              DotWaitGroup.create(1, span=span)]
@@ -355,6 +361,28 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         return SeqStmt.create(prologue + specialized(loop, S, empty, issue, guarded, new, after,
                                                      cfg.threads))
     return SeqStmt.create(prologue + [new] + after)
+
+
+def _bytes_apart(body: Stmt) -> int:
+    """The shared memory of the block with no tiles sharing bytes (a pipelined loop's produced
+    tiles times its stages, 1 KB for barriers). The split keeps the stages alive across both
+    roles where the plain kernel's epilogue may reuse their bytes (MLA's O_shared), so it is
+    taken only where this fits: a kernel that fits plain could overflow split."""
+    staged: dict = {}
+    for loop in walk(body):
+        if isinstance(loop, For) and loop.kind == "pipelined" and loop.pipeline is not None:
+            for c in walk(loop.body):
+                if isinstance(c, CopyAsync):
+                    staged[c.dst] = max(staged.get(c.dst, 1), loop.pipeline.num_stages)
+    return 1024 + sum(s.out.layout.cosize * s.out.dtype.bits // 8 * staged.get(s.out, 1)
+                      for s in walk(body) if isinstance(s, AllocateShared))
+
+
+def _reads_memory(exprs) -> bool:
+    """Whether the producer's loop bounds or copy offsets read memory (a row index staged in
+    shared memory): the producer role would read it before the consumers, which run the
+    statements that fill it, have written it; such a loop keeps one role."""
+    return any(isinstance(x, BufferLoad) for e in exprs for x in walk_expr(e))
 
 
 def _lt(a, b):

@@ -1,15 +1,18 @@
-"""Warp specialization of a wgmma mainloop (called by pipeline_copies; docs/warp_specialization.md).
+"""Warp specialization of a TMA mainloop (called by pipeline_copies; docs/warp_specialization.md).
 
 Requires: a T.Pipelined loop at the top of the kernel's body that pipeline_copies turns into
-the TMA form with its lone asynchronous dot (full and empty mbarriers), on sm_90a, in a kernel
-of whole warpgroups with no `exit`, whose top-level lets read no memory, and no other top-level
-pipelined loop; and where the split measured faster (`worth_splitting`). Guarantees: the
+the TMA form (full mbarriers), on sm_90a, in a kernel of whole warpgroups with no `exit`, whose
+top-level lets read no memory, with no other top-level pipelined loop, whose bounds and copy
+offsets read no memory (a staged row index: the consumers would fill it after the producer
+read it) and whose shared tiles fit the block with none sharing bytes (the stages stay alive
+across both roles); and where the split measured faster (`split_mode`). Guarantees: the
 loop's copies move to a producer warpgroup of 128 more threads (block/roles.py), which fills
-each stage as soon as the consumers release it (S iterations ahead instead of S - 2); the
-consumers (the block's threads) only wait, compute and release; every statement of the body
-except the lets, the shared allocations and `T.use_swizzle` moves into the consumer role,
-after which nothing follows the split (`dequantizing`: the variant whose producer also makes
-the dot's register A, off):
+each stage as soon as the consumers release it (S iterations ahead instead of S - 2 with the
+lone in-flight dot, S - 1 without); the consumers (the block's threads) only wait, compute and
+release; every statement of the body except the lets, the shared allocations and
+`T.use_swizzle` moves into the consumer role, after which nothing follows the split
+(`dequantizing`: the variant whose producer also makes the dot's register A, off). With the
+lone dot, stage k - 1 is released at k, once `dot_wait_group(1)` says its dot is done:
 
     <lets, shared allocations>                 <lets, shared allocations>
     full = ...; empty = ...                    full = ...; empty = ...
@@ -24,6 +27,12 @@ the dot's register A, off):
     <epilogue>                                     for ko in range(n): <wait full, body, dot,
                                                                         wait(1), arrive>
                                                    dot_wait_group(0); <epilogue>
+
+Without it (attention's two dots, MLA's scores through shared memory, a 2-stage GEMM) the
+plain loop synchronizes the block every iteration before thread 0 refills the stage read at
+k - 1; split, the consumers wait on full[k % S], run the body and arrive on empty[k % S] (each
+warp, after `__syncwarp`): no block-wide barrier an iteration, so the consumer warpgroups
+drift apart and one's softmax overlaps another's wgmma.
 """
 
 from __future__ import annotations
@@ -69,11 +78,17 @@ def can_split(body: Stmt, num_threads: int) -> bool:
 
 
 def split_mode(dot, stages: int, dequantize: bool, num_threads: int, stage_bytes: int,
-               smem_per_sm: int, always: bool = False) -> str | None:
+               smem_per_sm: int, always: bool = False, block_bytes: int = 0) -> str | None:
     """How the loop splits: "copies" (the producer only copies), "dequantize" (it also makes the
     dot's A, `dequantizing`; only with DEQUANTIZE, and where the consumers' f32 accumulators
     fit the 128 registers a thread of a 4-warpgroup block has), or None (the plain pipeline).
-    `always` (warp_specialize="always"): "copies" wherever the form allows."""
+    `always` (warp_specialize="always"): "copies" wherever the form allows. `dot` None: a
+    loop without the lone in-flight dot (attention's two dots, a body that writes shared
+    memory), whose consumers release each stage once their body is done with it: split
+    wherever the block's shared tiles (`block_bytes`, none sharing bytes) keep one block per
+    SM anyway."""
+    if dot is None:  # (H200, benchmarks/NOTES.md "Session 30": attention +6-24%, MLA +0-2%)
+        return "copies" if always or one_block_anyway(block_bytes, smem_per_sm) else None
     if isinstance(dot.a, RegisterTensor):
         m, n, _ = dot.mnk
         return "dequantize" if dequantize and m * n // num_threads <= 64 else None
@@ -92,8 +107,14 @@ def worth_splitting(dot, stages: int, stage_bytes: int, smem_per_sm: int) -> boo
     (setmaxnreg), which would cost the plain kernel's other resident blocks; every measured
     case had one (128 KB of stages and more)."""
     m, n, _ = dot.mnk
-    one_block = stage_bytes > smem_per_sm // 2
-    return one_block and (stages == 3 or m * n < 128 * 256)
+    return one_block_anyway(stage_bytes, smem_per_sm) and (stages == 3 or m * n < 128 * 256)
+
+
+def one_block_anyway(nbytes: int, smem_per_sm: int) -> bool:
+    """Whether `nbytes` of shared memory leave room for one block per SM: the split's
+    consumers take the registers (setmaxnreg), which would cost a plain kernel's other
+    resident blocks."""
+    return nbytes > smem_per_sm // 2
 
 
 def specialized(loop: For, S: int, empty, issue: Callable, guarded: Callable,

@@ -41,6 +41,8 @@ class TmaPrinter:
         if self.role == "producer":  # its shared stores, before the consumers' wgmma reads them
             self.w("tc::fence_proxy_async_shared();")
             self.w("__syncwarp();  // every lane's stores before lane 0 arrives")
+        else:  # (a stage the lanes read by ld.shared or ldmatrix: every lane's reads first)
+            self.w("__syncwarp();  // every lane is done with the stage before lane 0 arrives")
         self.w(f"if (tid % 32 == 0) tc::mbarrier_arrive({self.bar(s.bars, s.index)});  "
                "// one arrival per warp")
 
