@@ -176,12 +176,13 @@ def plan_program_arena(body: Stmt, num_threads: int, target=None) -> SharedPlan:
     tiles = plan_shared(body, reduction_scratch(num_threads, partials=False))
     tiles.trailing = max([tiles.trailing] + [need(s) for s in walk(body)
                                              if id(s) not in tiles.staged])
-    if _blocks(tiles, target, num_threads) >= _blocks(reserved, target, num_threads) > 0:
+    if arena_blocks(tiles, target, num_threads) >= arena_blocks(reserved, target,
+                                                                 num_threads) > 0:
         return tiles
     return reserved
 
 
-def _blocks(plan: SharedPlan, target, num_threads: int) -> int:
+def arena_blocks(plan: SharedPlan, target, num_threads: int) -> int:
     """Blocks an SM holds by shared memory (the arena, two scratch areas after it, and the
     1 KB the driver keeps per block) and threads; 0 past a block's maximum."""
     size = -(-plan.size // 128) * 128 + 2 * -(-plan.trailing // 16) * 16

@@ -83,7 +83,9 @@ from tilecraft.block import (
     UnaryOp,
     View,
 )
+from tilecraft.block.roles import WarpRoles
 from tilecraft.block.select_tma import select_tma
+from tilecraft.block.smem_plan import arena_blocks, plan_program_arena
 from tilecraft.ir import Buffer, BufferLoad, Const, For, If, LetStmt, SeqStmt, Stmt, Var, While
 from tilecraft.ir.expr import const_int
 from tilecraft.ir.rewrite import substitute
@@ -94,7 +96,15 @@ from tilecraft.layout import stacked
 from . import warp_specialize
 from .context import KernelState
 from .unroll_pairs import unroll_pairs
-from .warp_specialize import can_split, dequantizing, hoist, specialized, split_mode
+from .warp_specialize import (
+    PRODUCER_THREADS,
+    can_split,
+    dequantizing,
+    hoist,
+    specialized,
+    split_mode,
+    top_statements,
+)
 
 #: what the body may do before an in-flight dot besides lets: make register tensors
 _REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, CastPlanes, CastBytes, BinaryOp, Fma,
@@ -111,7 +121,7 @@ class _Config:
     threads: int  # of the block
     smem_per_sm: int  # the target's shared memory per SM (bytes)
     always: bool  # split wherever the form allows (warp_specialize="always")
-    apart: int  # the block's shared memory with no tile sharing bytes (`_bytes_apart`)
+    blocks: int  # the plain kernel's blocks an SM by shared memory (0: not known yet)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,19 +135,32 @@ def pipeline_copies(state: KernelState) -> None:
     program = state.block_program
     if program is None:
         return
-    staged: dict[SharedTensor, SharedTensor] = {}  # tile -> its stages
-    opts, hopper = state.options, state.target.has_wgmma
+    opts, hopper, target = state.options, state.target.has_wgmma, state.target
     lone = hopper and opts.wgmma and opts.wgmma_pipeline
-    apart = _bytes_apart(program.body)
-    roles = lone and opts.tma and opts.warp_specialize and can_split(
-        program.body, program.num_threads) and apart <= state.target.max_shared_memory_per_block
-    cfg = _Config(lone, hopper and opts.tma, program.num_threads // 32, roles,
-                  warp_specialize.DEQUANTIZE, program.num_threads,
-                  state.target.shared_memory_per_sm, opts.warp_specialize == "always", apart)
-    body = _rewrite(program.body, program.body, staged, cfg)
-    if staged:
-        body = hoist(_reallocate(body, staged), program.num_threads)
-        state.block_program = dataclasses.replace(program, body=body)
+    threads = program.num_threads
+    roles = lone and opts.tma and opts.warp_specialize and can_split(program.body, threads)
+    cfg = _Config(lone, hopper and opts.tma, threads // 32, False, warp_specialize.DEQUANTIZE,
+                  threads, target.shared_memory_per_sm, opts.warp_specialize == "always", 0)
+    body = _pipeline(program.body, cfg)
+    if body is None:
+        return
+    if roles:  # the split, where it is worth it and its arena fits the block
+        blocks = arena_blocks(plan_program_arena(body, threads, target), target, threads)
+        split = _pipeline(program.body, dataclasses.replace(cfg, roles=True, blocks=blocks))
+        if split is not None and any(isinstance(s, WarpRoles) for s in top_statements(split)):
+            arena = plan_program_arena(split, threads, target)
+            if arena_blocks(arena, target, threads + PRODUCER_THREADS) > 0:
+                body = split
+    state.block_program = dataclasses.replace(program, body=body)
+
+
+def _pipeline(body: Stmt, cfg: _Config) -> Stmt | None:
+    """`body` with its pipelined loops rewritten (None: none qualified)."""
+    staged: dict[SharedTensor, SharedTensor] = {}  # tile -> its stages
+    new = _rewrite(body, body, staged, cfg)
+    if not staged:
+        return None
+    return hoist(_reallocate(new, staged), cfg.threads)
 
 
 def _rewrite(s: Stmt, root: Stmt, staged: dict, cfg: _Config, top: bool = True) -> Stmt:
@@ -265,7 +288,7 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
     if cfg.roles and tma and not _reads_memory(
             [loop.start, loop.extent, *(e for p in producers for e in p.copy.offset)]):
         mode = split_mode(dot, S, cfg.dequantize, cfg.threads, nbytes * S, cfg.smem_per_sm,
-                          cfg.always, cfg.apart)
+                          cfg.always, cfg.blocks)
     roles = mode == "copies"
     bars = empty = None
     if tma:
@@ -361,21 +384,6 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         return SeqStmt.create(prologue + specialized(loop, S, empty, issue, guarded, new, after,
                                                      cfg.threads))
     return SeqStmt.create(prologue + [new] + after)
-
-
-def _bytes_apart(body: Stmt) -> int:
-    """The shared memory of the block with no tiles sharing bytes (a pipelined loop's produced
-    tiles times its stages, 1 KB for barriers). The split keeps the stages alive across both
-    roles where the plain kernel's epilogue may reuse their bytes (MLA's O_shared), so it is
-    taken only where this fits: a kernel that fits plain could overflow split."""
-    staged: dict = {}
-    for loop in walk(body):
-        if isinstance(loop, For) and loop.kind == "pipelined" and loop.pipeline is not None:
-            for c in walk(loop.body):
-                if isinstance(c, CopyAsync):
-                    staged[c.dst] = max(staged.get(c.dst, 1), loop.pipeline.num_stages)
-    return 1024 + sum(s.out.layout.cosize * s.out.dtype.bits // 8 * staged.get(s.out, 1)
-                      for s in walk(body) if isinstance(s, AllocateShared))
 
 
 def _reads_memory(exprs) -> bool:

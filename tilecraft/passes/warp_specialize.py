@@ -78,17 +78,17 @@ def can_split(body: Stmt, num_threads: int) -> bool:
 
 
 def split_mode(dot, stages: int, dequantize: bool, num_threads: int, stage_bytes: int,
-               smem_per_sm: int, always: bool = False, block_bytes: int = 0) -> str | None:
+               smem_per_sm: int, always: bool = False, blocks: int = 0) -> str | None:
     """How the loop splits: "copies" (the producer only copies), "dequantize" (it also makes the
     dot's A, `dequantizing`; only with DEQUANTIZE, and where the consumers' f32 accumulators
     fit the 128 registers a thread of a 4-warpgroup block has), or None (the plain pipeline).
     `always` (warp_specialize="always"): "copies" wherever the form allows. `dot` None: a
     loop without the lone in-flight dot (attention's two dots, a body that writes shared
     memory), whose consumers release each stage once their body is done with it: split
-    wherever the block's shared tiles (`block_bytes`, none sharing bytes) keep one block per
-    SM anyway."""
-    if dot is None:  # (H200, benchmarks/NOTES.md "Session 30": attention +6-24%, MLA +0-2%)
-        return "copies" if always or one_block_anyway(block_bytes, smem_per_sm) else None
+    wherever the plain kernel's shared memory keeps one block per SM anyway (`blocks`: the
+    plain arena's blocks an SM; the caller checks that the split's arena fits)."""
+    if dot is None:  # (H200, benchmarks/NOTES.md "Session 30": attention +7-22%)
+        return "copies" if always or blocks == 1 else None
     if isinstance(dot.a, RegisterTensor):
         m, n, _ = dot.mnk
         return "dequantize" if dequantize and m * n // num_threads <= 64 else None
@@ -107,14 +107,7 @@ def worth_splitting(dot, stages: int, stage_bytes: int, smem_per_sm: int) -> boo
     (setmaxnreg), which would cost the plain kernel's other resident blocks; every measured
     case had one (128 KB of stages and more)."""
     m, n, _ = dot.mnk
-    return one_block_anyway(stage_bytes, smem_per_sm) and (stages == 3 or m * n < 128 * 256)
-
-
-def one_block_anyway(nbytes: int, smem_per_sm: int) -> bool:
-    """Whether `nbytes` of shared memory leave room for one block per SM: the split's
-    consumers take the registers (setmaxnreg), which would cost a plain kernel's other
-    resident blocks."""
-    return nbytes > smem_per_sm // 2
+    return stage_bytes > smem_per_sm // 2 and (stages == 3 or m * n < 128 * 256)
 
 
 def specialized(loop: For, S: int, empty, issue: Callable, guarded: Callable,
