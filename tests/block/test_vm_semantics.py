@@ -156,7 +156,8 @@ def test_exit_stops_only_its_block():
     prog = BlockProgram.create("p", (g,), (4,), 128, [])
     (bi,) = prog.block_vars
     body = [AllocateRegister.create(x), Fill.create(x, bi + 1),
-            If(Compare.create("==", bi, 2), Exit.create()), StoreGlobal.create(x, g, offset=(bi, 0))]
+            If(Compare.create("==", bi, 2), Exit.create()),
+            StoreGlobal.create(x, g, offset=(bi, 0))]
     out = np.zeros((4, 128), np.int32)
     BlockProgram.create("p", (g,), (4,), 128, body, block_vars=(bi,)).run(out)
     assert out[:, 0].tolist() == [1, 2, 0, 4]
@@ -222,3 +223,24 @@ def test_print_shows_the_logical_tensor(capsys):
     prog.run()
     text = capsys.readouterr().out
     assert text.startswith("[block (0,)] after fill x (int32[4, 32]):\n[[7 7 7")
+
+
+@pytest.mark.parametrize("dtype,want", [("int32", -1), ("uint8", 255), ("float32", np.nan)])
+def test_uninitialised_registers_and_shared_memory_read_as_poison(dtype, want):
+    """NaN for floats, every bit set for integers: a read before any write cannot pass for the
+    zero it may have meant (the row index a producer role read before the consumers stored
+    it: tests/passes/test_warp_specialize_body.py)."""
+    from tilecraft.block import AllocateShared, LoadShared, SharedTensor
+
+    g = GlobalTensor.create("g", dtype, (16, 32))
+    h = GlobalTensor.create("h", dtype, (16, 32))
+    s = SharedTensor.create("s", dtype, (16, 32))
+    r = RegisterTensor.create("r", dtype, ROWS)
+    u = RegisterTensor.create("u", dtype, ROWS)
+    prog = BlockProgram.create("poison", (g, h), (1,), 128, [
+        AllocateShared.create(s), AllocateRegister.create(r), LoadShared.create(s, r),
+        StoreGlobal.create(r, g), AllocateRegister.create(u), StoreGlobal.create(u, h)])
+    out = [np.zeros((16, 32), dtype=dtype) for _ in range(2)]
+    run(prog, out)
+    for o in out:
+        np.testing.assert_array_equal(o, np.full((16, 32), want, dtype=dtype))

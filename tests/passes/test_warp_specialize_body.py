@@ -184,3 +184,18 @@ def test_a_loop_whose_copies_read_a_staged_index_keeps_one_role():
     assert not any(isinstance(s, WarpRoles) for s in walk(program.body))
     program.run(*args)
     np.testing.assert_allclose(args[2], want, rtol=1e-5, atol=1e-3)
+
+
+def test_without_that_refusal_the_vm_differs_from_the_interpreter(monkeypatch):
+    """The race the refusal prevents is visible on the VM: the producer reads the index the
+    consumers have not stored yet (poison: -1 for integers), and copies other rows."""
+    from tilecraft.passes import pipeline_copies
+
+    from ..block.test_sink_stores import _indexed_rows
+
+    monkeypatch.setattr(pipeline_copies, "_reads_memory", lambda exprs: False)
+    func, _, _ = _indexed_rows()
+    program = _program(func)
+    assert isinstance(program.body.stmts[-1], WarpRoles)
+    with pytest.raises(AssertionError):
+        _same_as_interpreter(func, program)

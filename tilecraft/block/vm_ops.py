@@ -59,9 +59,14 @@ def run_instruction(vm: BlockVM, s: bi.Instruction) -> None:
 
 
 def _uninitialised(dtype, shape) -> np.ndarray:
+    """Poison: NaN for floats, all bits set for integers (-1, or the largest unsigned value;
+    the arena's 0xFF bytes): reading uninitialised registers or shared memory shows, where
+    zeros could pass for the right value (a row index read before it was stored)."""
     arr = np.zeros(shape, dtype=np_type(dtype))
     if dtype.is_float:
-        arr[...] = np.nan  # reading uninitialised registers or shared memory shows
+        arr[...] = np.nan
+    elif arr.dtype.kind in "iu":
+        arr[...] = ~arr
     return arr
 
 
