@@ -148,3 +148,29 @@ def test_fuzz_slice_with_the_optional_rewrites_everywhere(tmp_path, monkeypatch)
             failures.append(f"seed {seed}: {out.status} in {worst[1]}: {worst[3][:300]}")
     assert not failures, "\n".join(failures)
     assert sum(forwarded) >= 2, forwarded
+
+
+def test_fuzz_slice_with_every_split_taken(tmp_path, monkeypatch):
+    """GEMM programs on aligned shapes (`--only gemm --no partial,odd_shapes`), lowered with
+    TILECRAFT_WS=always: the block VM runs every warp-specialized loop against the
+    interpreter, and some loops do split (the test is not vacuous)."""
+    from tilecraft.passes import pipeline_copies
+
+    from .features import parse
+
+    monkeypatch.setenv("TILECRAFT_WS", "always")
+    real, splits = pipeline_copies.specialized, []
+
+    def counting(*args, **kwargs):
+        splits.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(pipeline_copies, "specialized", counting)
+    feats = parse(no="partial,odd_shapes", only="gemm")
+    failures = []
+    for seed in range(30600000, 30600120):
+        out = check(generate(seed, feats), "interp", Path(tmp_path))
+        if out.status not in ("pass", "refused"):
+            worst = [e for e in out.events if e[0] == out.status][0]
+            failures.append(f"seed {seed}: {out.status} in {worst[1]}: {worst[3][:300]}")
+    assert not failures, "\n".join(failures)
+    assert len(splits) >= 5, len(splits)
