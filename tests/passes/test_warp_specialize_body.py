@@ -199,3 +199,24 @@ def test_without_that_refusal_the_vm_differs_from_the_interpreter(monkeypatch):
     assert isinstance(program.body.stmts[-1], WarpRoles)
     with pytest.raises(AssertionError):
         _same_as_interpreter(func, program)
+
+
+@pytest.mark.parametrize("causal,stages", [(False, 3), (True, 3), (True, 4)])
+def test_the_rotated_consumer_computes_what_the_interpreter_computes(causal, stages,
+                                                                    monkeypatch):
+    """passes/overlap_dots.py (off by default: it measured no faster): the second dot in
+    flight under the next iteration's max and exponentials, the next first dot issued before
+    it; the VM checks that no in-flight dot's registers are touched."""
+    from tilecraft.block import DotWaitGroup
+    from tilecraft.passes import overlap_dots
+
+    monkeypatch.setattr(overlap_dots, "ENABLED", True)
+    func = _attention(causal, stages, threads=256)
+    program = _program(func)
+    loop = _consumer_loop(program)
+    body = list(loop.body.stmts)
+    assert isinstance(body[-1], DotWaitGroup) and body[-1].n == 1
+    assert [s.asynchronous for s in walk(loop.body) if isinstance(s, DotShared)] == [True] * 2
+    _same_as_interpreter(func, program, seed=stages)
+    two = _program(_attention(causal, 2, threads=256))  # (2 stages: not rotated)
+    assert isinstance(list(_consumer_loop(two).body.stmts)[0], MbarrierWait)

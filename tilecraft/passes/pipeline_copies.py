@@ -93,7 +93,7 @@ from tilecraft.ir.simplify import simplify
 from tilecraft.ir.visitor import walk, walk_expr
 from tilecraft.layout import stacked
 
-from . import warp_specialize
+from . import overlap_dots, warp_specialize
 from .context import KernelState
 from .unroll_pairs import unroll_pairs
 from .warp_specialize import (
@@ -122,6 +122,7 @@ class _Config:
     smem_per_sm: int  # the target's shared memory per SM (bytes)
     always: bool  # split wherever the form allows (warp_specialize="always")
     blocks: int  # the plain kernel's blocks an SM by shared memory (0: not known yet)
+    overlap: bool = False  # a split two-dot loop rotates its consumer (overlap_dots.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +141,8 @@ def pipeline_copies(state: KernelState) -> None:
     threads = program.num_threads
     roles = lone and opts.tma and opts.warp_specialize and can_split(program.body, threads)
     cfg = _Config(lone, hopper and opts.tma, threads // 32, False, warp_specialize.DEQUANTIZE,
-                  threads, target.shared_memory_per_sm, opts.warp_specialize == "always", 0)
+                  threads, target.shared_memory_per_sm, opts.warp_specialize == "always", 0,
+                  overlap_dots.ENABLED)
     body = _pipeline(program.body, cfg)
     if body is None:
         return
@@ -334,6 +336,23 @@ def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
         return SeqStmt.create(prologue + dequantizing(
             loop, S, ahead, bars, empty, issue, guarded, tiles, rest[:-1], dot,
             [DotWaitGroup.create(0, span=span)], cfg.threads))
+    # the second dot under the next iteration's work: from 3 stages (on 2 the next stage's
+    # copies wait for the release of the one before, which now comes an iteration later)
+    if roles and dot is None and cfg.overlap and S >= 3:
+        def slices(it, tag):
+            out = []
+            for p in producers:
+                tile = p.copy.dst
+                sl = SharedSlice.create(staged[tile], [_simple(it % S)],
+                                        tile.name if tag is None else f"{tile.name}_{tag}",
+                                        span=p.copy.span)
+                out.append((tile, dataclasses.replace(sl, out=tile) if tag is None else sl))
+            return out
+
+        consumer = overlap_dots.rotated(loop, S, bars, empty, slices, rest, guarded)
+        if consumer is not None:
+            return SeqStmt.create(prologue + specialized(loop, S, empty, issue, guarded,
+                                                         consumer, [], cfg.threads))
     for it in range(0 if roles else ahead):
         cond = _lt(Const.create(it), n)
         prologue += guarded(cond, issue(Const.create(it), Const.create(it), f"p{it}"))
