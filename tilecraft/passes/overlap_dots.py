@@ -38,7 +38,6 @@ from tilecraft.block import (
     MbarrierArrive,
     MbarrierWait,
     RegisterTensor,
-    SharedSlice,
     Synchronize,
 )
 from tilecraft.ir import BufferLoad, BufferStore, Const, For, If, SeqStmt, Stmt
