@@ -33,7 +33,7 @@ completed before the barrier:
     dot_wait_group(0); copy_async_wait_group(0)
 
 The dot's a is a produced tile, or a register tensor the body makes before the dot with
-register-only work (`_register_only`: lets, allocations, loads from shared tiles, view, cast,
+register-only work (pipeline_forms.py: lets, allocations, loads from shared tiles, view, cast,
 element-wise ops; the quantized matmul's dequantization). That work overlaps the previous dot;
 the shared tiles it loads are produced (a load is complete when issued, before the dot of its
 iteration) or read-only in the loop, so the same distance holds. wgmma reads register A until
@@ -45,7 +45,7 @@ a trip, the second on fresh tensors (unroll_pairs.py; the VM's TC611 checks it):
         <iteration 2 ko2 + 1 on w_odd, X_odd, ...>
     <when n is odd, the last iteration on w_last, ...>; dot_wait_group(0); ...
 
-A producer qualifies when its tile is written by nothing else in the loop and used nowhere
+A producer (pipeline_forms.py) qualifies when its tile is written by nothing else in the loop and used nowhere
 outside it, and its offsets use only the loop variable and values defined outside the loop
 (the body's top-level lets before it are inlined: `kk = bs * n + ko` then `A[kk * 64]`).
 The synchronize orders the reuse of every stage (insert_barriers leaves the slices' stages to
@@ -57,21 +57,11 @@ from __future__ import annotations
 import dataclasses
 
 from tilecraft.block import (
-    AllocateRegister,
     AllocateShared,
-    BinaryOp,
-    Cast,
-    CastBytes,
-    CastPlanes,
-    CopyAsync,
     CopyAsyncBulk,
     CopyAsyncCommitGroup,
     CopyAsyncWaitGroup,
-    DotShared,
     DotWaitGroup,
-    Fill,
-    Fma,
-    LoadShared,
     MbarrierArrive,
     MbarrierExpect,
     MbarrierInit,
@@ -80,21 +70,20 @@ from tilecraft.block import (
     SharedSlice,
     SharedTensor,
     Synchronize,
-    UnaryOp,
-    View,
 )
 from tilecraft.block.roles import WarpRoles
 from tilecraft.block.select_tma import select_tma
 from tilecraft.block.smem_plan import arena_blocks, plan_program_arena
-from tilecraft.ir import Buffer, BufferLoad, Const, For, If, LetStmt, SeqStmt, Stmt, Var, While
+from tilecraft.ir import Buffer, BufferLoad, Const, For, If, SeqStmt, Stmt, While
 from tilecraft.ir.expr import const_int
 from tilecraft.ir.rewrite import substitute
 from tilecraft.ir.simplify import simplify
-from tilecraft.ir.visitor import walk, walk_expr
+from tilecraft.ir.visitor import walk_expr
 from tilecraft.layout import stacked
 
 from . import overlap_dots, warp_specialize
 from .context import KernelState
+from .pipeline_forms import Producer, lone_dot, producers
 from .unroll_pairs import unroll_pairs
 from .warp_specialize import (
     PRODUCER_THREADS,
@@ -105,10 +94,6 @@ from .warp_specialize import (
     split_mode,
     top_statements,
 )
-
-#: what the body may do before an in-flight dot besides lets: make register tensors
-_REGISTER_WORK = (AllocateRegister, LoadShared, View, Cast, CastPlanes, CastBytes, BinaryOp, Fma,
-                  UnaryOp, Fill)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,12 +108,6 @@ class _Config:
     always: bool  # split wherever the form allows (warp_specialize="always")
     blocks: int  # the plain kernel's blocks an SM by shared memory (0: not known yet)
     overlap: bool = False  # a split two-dot loop rotates its consumer (overlap_dots.py)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Producer:
-    copy: CopyAsync
-    stmts: tuple[Stmt, Stmt, Stmt]  # copy, commit, wait(0)
 
 
 def pipeline_copies(state: KernelState) -> None:
@@ -175,9 +154,9 @@ def _rewrite(s: Stmt, root: Stmt, staged: dict, cfg: _Config, top: bool = True) 
         s = dataclasses.replace(s, body=body) if body is not s.body else s
         stages = s.pipeline.num_stages if s.pipeline is not None else 0
         if s.kind == "pipelined" and stages >= 2:
-            producers = _producers(s, root)
-            if producers:
-                return _pipelined(s, stages, producers, staged,
+            found = producers(s, root)
+            if found:
+                return _pipelined(s, stages, found, staged,
                                   dataclasses.replace(cfg, roles=cfg.roles and top))
         return s
     if isinstance(s, If):
@@ -189,87 +168,13 @@ def _rewrite(s: Stmt, root: Stmt, staged: dict, cfg: _Config, top: bool = True) 
     return s
 
 
-def _producers(loop: For, root: Stmt) -> list[_Producer]:
-    stmts = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
-    inner = {loop.var} | {x.var for x in walk(loop.body) if isinstance(x, (LetStmt, For))}
-    out = []
-    lets: dict = {}  # the body's top-level lets before the copy, inlined (`kk = base + ko`)
-    for i, c in enumerate(stmts[:-2]):
-        if isinstance(c, LetStmt):
-            lets[c.var] = substitute(c.value, lets) if lets else c.value
-            continue
-        if not isinstance(c, CopyAsync):
-            continue
-        commit, wait = stmts[i + 1], stmts[i + 2]
-        if not (isinstance(commit, CopyAsyncCommitGroup) and isinstance(wait, CopyAsyncWaitGroup)
-                and wait.n == 0):
-            continue
-        copy = c
-        if lets:
-            copy = dataclasses.replace(c, offset=tuple(simplify(substitute(e, lets))
-                                                       for e in c.offset))
-        used = {x for e in copy.offset for x in walk_expr(e) if isinstance(x, Var)}
-        if (used & inner) - {loop.var}:
-            continue
-        out.append(_Producer(copy, (c, commit, wait)))
-    tiles = [p.copy.dst for p in out]
-    if len(set(tiles)) != len(tiles):
-        return []
-    mine = {id(x) for p in out for x in p.stmts}
-    inside = {id(y) for y in walk(loop.body)}
-    for x in walk(root):  # written only by its producer; touched nowhere outside the loop
-        for t in _tensors(x):
-            if t in tiles and id(x) not in mine and (
-                    t in x.writes() or id(x) not in inside) and not _allocates(x, t):
-                return []
-    return out
-
-
-def _tensors(x) -> tuple:
-    reads, writes = getattr(x, "reads", None), getattr(x, "writes", None)
-    if not callable(reads) or not callable(writes):
-        return ()
-    return tuple(reads()) + tuple(writes())
-
-
-def _allocates(x, t) -> bool:
-    return isinstance(x, AllocateShared) and x.out == t
-
-
-def _lone_dot(rest: list[Stmt], producers: list[_Producer]) -> DotShared | None:
-    """The body's only consumer, one dot_shared into its c ending the body: b a produced tile,
-    a one too or a register tensor the body makes before it with register-only work."""
-    tiles = {p.copy.dst for p in producers}
-    if not rest or not isinstance(rest[-1], DotShared):
-        return None
-    d = rest[-1]
-    ok = d.out == d.c and d.b in tiles and (d.a in tiles or not isinstance(d.a, SharedTensor))
-    return d if ok and _register_only(rest[:-1], d) else None
-
-
-def _register_only(work: list[Stmt], d: DotShared) -> bool:
-    """`work` only makes register tensors for the dot (its lets, allocations, loads from shared
-    tiles, element-wise ops); it reads neither the dot's c nor its out, which are in flight, and
-    writes no shared memory (every shared tile it reads is produced or read-only in the loop)."""
-    made = {s.out for s in work if isinstance(s, AllocateRegister)}
-    if isinstance(d.a, RegisterTensor) and d.a not in made:
-        return False
-    for s in work:
-        if isinstance(s, LetStmt):
-            continue
-        if not isinstance(s, _REGISTER_WORK) or any(t not in made for t in s.writes()) or \
-                any(t in (d.c, d.out) for t in s.reads()):
-            return False
-    return True
-
-
-def _pipelined(loop: For, S: int, producers: list[_Producer], staged: dict,
+def _pipelined(loop: For, S: int, producers: list[Producer], staged: dict,
                cfg: _Config) -> Stmt:
     v, start, n = loop.var, loop.start, loop.extent
     mine = {id(x) for p in producers for x in p.stmts}
     rest = [x for x in (loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,))
             if id(x) not in mine]
-    dot = _lone_dot(rest, producers) if cfg.lone_dot and S >= 3 else None
+    dot = lone_dot(rest, producers) if cfg.lone_dot and S >= 3 else None
     ahead = S - 1 if dot is None else S - 2  # iterations the copies run ahead
     # TMA (one thread, stages on mbarriers) when every copy can be one; with the lone dot the
     # stages are freed by "empty" mbarriers every warp arrives on, not by a CTA barrier
