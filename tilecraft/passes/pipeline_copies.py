@@ -45,9 +45,10 @@ a trip, the second on fresh tensors (unroll_pairs.py; the VM's TC611 checks it):
         <iteration 2 ko2 + 1 on w_odd, X_odd, ...>
     <when n is odd, the last iteration on w_last, ...>; dot_wait_group(0); ...
 
-A producer (pipeline_forms.py) qualifies when its tile is written by nothing else in the loop and used nowhere
-outside it, and its offsets use only the loop variable and values defined outside the loop
-(the body's top-level lets before it are inlined: `kk = bs * n + ko` then `A[kk * 64]`).
+A producer (pipeline_forms.py) qualifies when its tile is written by nothing else in the loop
+and used nowhere outside it, and its offsets use only the loop variable and values defined
+outside the loop (the body's top-level lets before it are inlined: `kk = bs * n + ko` then
+`A[kk * 64]`).
 The synchronize orders the reuse of every stage (insert_barriers leaves the slices' stages to
 this pass). Loops that do not qualify keep their copies complete at once (correct, unpipelined).
 """
