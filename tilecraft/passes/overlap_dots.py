@@ -40,7 +40,7 @@ from tilecraft.block import (
     RegisterTensor,
     Synchronize,
 )
-from tilecraft.ir import BufferLoad, BufferStore, Const, For, If, SeqStmt, Stmt
+from tilecraft.ir import BufferLoad, BufferStore, Const, For, If, LetStmt, SeqStmt, Stmt
 from tilecraft.ir.rewrite import substitute
 from tilecraft.ir.simplify import simplify
 from tilecraft.ir.visitor import stmt_exprs, walk, walk_expr
@@ -83,8 +83,8 @@ def rotated(loop: For, S: int, bars, empty, slices: Callable, rest: list[Stmt],
     if d1.out != d1.c or d2.out != d2.c or not isinstance(d1.c, RegisterTensor) or \
             not isinstance(d2.a, RegisterTensor) or isinstance(d1.a, RegisterTensor):
         return None
-    if any(isinstance(x, Synchronize) for s in rest for x in walk(s)):
-        return None
+    if any(isinstance(x, (Synchronize, LetStmt)) for s in rest for x in walk(s)):
+        return None  # (a let of F would not reach R, which the rotation puts before it)
     fill, work = rest[:i1], rest[i1 + 1:i2]
     hot = {d2.a.buffer, d2.c.buffer}  # what D2 reads from registers or writes
     r1 = []
