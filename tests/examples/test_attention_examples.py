@@ -104,3 +104,23 @@ def test_flash_attention_d128_benchmark_configs(is_causal, block_M, block_N, thr
     q, k, v = _qkv(batch, seq_len, heads, dim, "cuda")
     out = call_poisoned(kernel, q, k, v)
     assert_close(out, fa_example.reference(q, k, v, is_causal), FP16_TOL)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+def test_flash_attention_with_its_consumer_loop_rotated(is_causal, monkeypatch):
+    """passes/overlap_dots.py, off by default (no faster on the H200), kept correct on the GPU:
+    128x128 tiles on 3 stages, P x V in flight under the next iteration's softmax."""
+    import tilecraft
+    from tilecraft.passes import overlap_dots
+
+    monkeypatch.setattr(overlap_dots, "ENABLED", True)
+    batch, heads, seq_len, dim = 2, 3, 512, 128
+    func = fa_example.flash_attention.factory(batch, heads, seq_len, dim, is_causal,
+                                              block_M=128, block_N=128, num_stages=3,
+                                              threads=256)
+    kernel = tilecraft.compile(func, out_idx=[3], target="cuda")
+    assert kernel.get_kernel_source().count("wgmma_wait<1>") == 1  # (rotated: one such wait)
+    q, k, v = _qkv(batch, seq_len, heads, dim, "cuda")
+    out = call_poisoned(kernel, q, k, v)
+    assert_close(out, fa_example.reference(q, k, v, is_causal), FP16_TOL)
